@@ -1,0 +1,1 @@
+"""Command-line interface, scenario launcher and demo programs."""

@@ -1,0 +1,1 @@
+"""Named functions (RICE), collectives and stream operators. Reaches the network through icn only."""

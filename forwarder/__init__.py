@@ -1,0 +1,1 @@
+"""The forwarder daemon: tables, pipelines, faces and management."""

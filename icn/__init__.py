@@ -1,0 +1,1 @@
+"""Wire format, names, security and the application endpoint (imports nothing of ours)."""

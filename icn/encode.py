@@ -1,0 +1,130 @@
+"""Template encoders for the Interests and Data the system sends in bulk.
+
+``make_interest`` and ``make_data`` build packets by concatenating pre-encoded parts, which costs
+a few microseconds instead of the tens that a full model encoder costs.  Names are name values
+(bytes of the Name TLV-VALUE, see :mod:`icn.name`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from icn import tlv_types as T
+from icn.signer import DIGEST_SHA256, Signer
+from icn.tlv import encode_nni, encode_nni_tlv, encode_tlv, encode_varnum
+
+_CBP = b"\x21\x00"
+_MBF = b"\x12\x00"
+_NONCE_HDR = b"\x0a\x04"
+
+
+def _tlv(typ_bytes: bytes, value: bytes) -> bytes:
+    return typ_bytes + encode_varnum(len(value)) + value
+
+
+def make_interest(
+    name: bytes,
+    *,
+    nonce: bytes | None = None,
+    lifetime: int | None = None,
+    can_be_prefix: bool = False,
+    must_be_fresh: bool = False,
+    hop_limit: int | None = None,
+    forwarding_hint: list[bytes] | None = None,
+    app_params: bytes | None = None,
+) -> bytes:
+    """Encode an Interest.  ``lifetime`` None or 4000 ms is omitted (the default).
+
+    With ``app_params`` the ParametersSha256Digest component is appended to the name.
+    """
+    parts = [b""]
+    if app_params is not None:
+        params = encode_tlv(T.APPLICATION_PARAMETERS, app_params)
+        name = name + b"\x02\x20" + hashlib.sha256(params).digest()
+    parts[0] = encode_tlv(T.NAME, name)
+    if can_be_prefix:
+        parts.append(_CBP)
+    if must_be_fresh:
+        parts.append(_MBF)
+    if forwarding_hint:
+        parts.append(
+            encode_tlv(T.FORWARDING_HINT, b"".join(encode_tlv(T.NAME, n) for n in forwarding_hint))
+        )
+    parts.append(_NONCE_HDR + (nonce if nonce is not None else os.urandom(4)))
+    if lifetime is not None and lifetime != T.DEFAULT_INTEREST_LIFETIME_MS:
+        parts.append(encode_nni_tlv(T.INTEREST_LIFETIME, lifetime))
+    if hop_limit is not None:
+        parts.append(b"\x22\x01" + bytes((hop_limit,)))
+    if app_params is not None:
+        parts.append(params)
+    value = b"".join(parts)
+    return b"\x05" + encode_varnum(len(value)) + value
+
+
+def make_data(
+    name: bytes,
+    content: bytes = b"",
+    *,
+    freshness: int | None = None,
+    content_type: int | None = None,
+    final_block_id: bytes | None = None,
+    signer: Signer | None = DIGEST_SHA256,
+) -> bytes:
+    """Encode a Data packet signed by ``signer`` (DigestSha256 by default; None: no signature)."""
+    meta = b""
+    if content_type is not None and content_type != T.CONTENT_BLOB:
+        meta += encode_nni_tlv(T.CONTENT_TYPE, content_type)
+    if freshness is not None:
+        meta += encode_nni_tlv(T.FRESHNESS_PERIOD, freshness)
+    if final_block_id is not None:
+        meta += encode_tlv(T.FINAL_BLOCK_ID, final_block_id)
+    body = encode_tlv(T.NAME, name)
+    if meta:
+        body += encode_tlv(T.META_INFO, meta)
+    body += encode_tlv(T.CONTENT, content)
+    if signer is not None:
+        body += encode_tlv(T.SIGNATURE_INFO, signer.signature_info())
+        body += encode_tlv(T.SIGNATURE_VALUE, signer.sign(body))
+    return b"\x06" + encode_varnum(len(body)) + body
+
+
+class DataTemplate:
+    """Pre-encoded Data parts for a producer that answers many names with one shape.
+
+    ``build(name, content)`` costs one SHA-256 (DigestSha256) or nothing extra (unsigned).
+    """
+
+    __slots__ = ("_meta", "_sig_info", "_signer")
+
+    def __init__(self, *, freshness: int | None = None, signer: Signer | None = DIGEST_SHA256):
+        self._meta = (
+            encode_tlv(T.META_INFO, encode_nni_tlv(T.FRESHNESS_PERIOD, freshness))
+            if freshness is not None
+            else b""
+        )
+        self._signer = signer
+        self._sig_info = encode_tlv(T.SIGNATURE_INFO, signer.signature_info()) if signer else b""
+
+    def build(self, name: bytes, content: bytes) -> bytes:
+        body = b"".join(
+            (
+                b"\x07",
+                encode_varnum(len(name)),
+                name,
+                self._meta,
+                b"\x15",
+                encode_varnum(len(content)),
+                content,
+                self._sig_info,
+            )
+        )
+        if self._signer is not None:
+            sig = self._signer.sign(body)
+            body += b"\x17" + encode_varnum(len(sig)) + sig
+        return b"\x06" + encode_varnum(len(body)) + body
+
+
+def nni(value: int) -> bytes:
+    """Re-export for callers building components by hand."""
+    return encode_nni(value)

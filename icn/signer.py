@@ -1,0 +1,40 @@
+"""The signer hook used by the encoders.  Key-based signers (HMAC, ECDSA, Ed25519) plug in here."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Protocol
+
+from icn import tlv_types as T
+from icn.tlv import encode_nni_tlv, encode_tlv
+
+
+class Signer(Protocol):
+    """Produces SignatureInfo and the SignatureValue over a packet's signed portion."""
+
+    def signature_info(self) -> bytes:
+        """The SignatureInfo TLV-VALUE (SignatureType, KeyLocator...)."""
+        ...
+
+    def sign(self, signed_portion: bytes) -> bytes:
+        """The SignatureValue TLV-VALUE."""
+        ...
+
+
+class DigestSha256Signer:
+    """SignatureType 0: SHA-256 of the signed portion, no key."""
+
+    _INFO = encode_nni_tlv(T.SIGNATURE_TYPE, T.SIG_DIGEST_SHA256)
+
+    def signature_info(self) -> bytes:
+        return self._INFO
+
+    def sign(self, signed_portion: bytes) -> bytes:
+        return hashlib.sha256(signed_portion).digest()
+
+
+def signature_info_tlv(signer: Signer) -> bytes:
+    return encode_tlv(T.SIGNATURE_INFO, signer.signature_info())
+
+
+DIGEST_SHA256 = DigestSha256Signer()

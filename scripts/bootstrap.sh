@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Create .venv and install the project with its test extras and uvloop. Idempotent and quick when
+# nothing changed (a stamp file records the hash of pyproject.toml).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "bootstrap: Python >= 3.11 is required (found: $("$PY" --version 2>&1))" >&2
+    exit 1
+fi
+if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "bootstrap: installing python3-venv" >&2
+        apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+    else
+        echo "bootstrap: the Python venv module is missing; install python3-venv" >&2
+        exit 1
+    fi
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=.venv/.icn-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "bootstrap: installing the project into .venv (first run takes about a minute)" >&2
+    log=.venv/bootstrap.log
+    if ! { .venv/bin/python -m pip install --upgrade pip \
+           && .venv/bin/python -m pip install -e '.[test,speed]'; } >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "bootstrap: pip install failed; full log in $log" >&2
+        exit 1
+    fi
+    echo "$want" > "$stamp"
+fi

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, type check, unit, integration and interop tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
