@@ -1,1 +1,1 @@
-"""Named functions (RICE), collectives and stream operators. Reaches the network through icn only."""
+"""Named functions (RICE), collectives and stream operators; reach the network through icn."""
