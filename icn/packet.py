@@ -12,7 +12,7 @@ import hashlib
 from icn import tlv_types as T
 from icn.errors import DecodeError
 from icn.name import component_ends
-from icn.tlv import is_critical, read_nni, read_tl
+from icn.tlv import encode_varnum, is_critical, read_nni, read_tl
 
 # Rank of each known Interest element after Name: elements must appear in increasing rank.
 _INTEREST_ORDER = {
@@ -40,6 +40,7 @@ class InterestView:
         "name",
         "name_ends",
         "nonce",
+        "nonce_insert_pos",
         "nonce_pos",
         "wire",
     )
@@ -55,6 +56,7 @@ class InterestView:
         self.hop_limit: int | None = None
         self.hop_limit_pos = -1
         self.nonce_pos = -1
+        self.nonce_insert_pos = -1
         self.forwarding_hint: bytes | None = None
         self.has_params = False
 
@@ -72,9 +74,14 @@ class InterestView:
         return self.wire[:pos] + bytes((value,)) + self.wire[pos + 1 :]
 
     def with_nonce(self, nonce: bytes) -> bytes:
-        """The wire bytes with a new 4-octet Nonce (the Interest must carry a Nonce)."""
+        """The wire bytes with ``nonce`` (4 octets) replacing the Nonce, or inserted if absent."""
         pos = self.nonce_pos
-        return self.wire[:pos] + nonce + self.wire[pos + 4 :]
+        if pos >= 0:
+            return self.wire[:pos] + nonce + self.wire[pos + 4 :]
+        ins = self.nonce_insert_pos
+        start = _value_start(self.wire)
+        value = self.wire[start:ins] + b"\x0a\x04" + nonce + self.wire[ins:]
+        return b"\x05" + encode_varnum(len(value)) + value
 
     def __repr__(self) -> str:
         return (
@@ -111,6 +118,10 @@ class DataView:
         return f"DataView(name={self.name.hex()}, freshness={self.freshness})"
 
 
+def _value_start(wire: bytes) -> int:
+    return read_tl(wire, 0, len(wire))[1]
+
+
 def _outer(wire: bytes, expect: int) -> int:
     typ, vstart, vend = read_tl(wire, 0, len(wire))
     if typ != expect:
@@ -134,6 +145,7 @@ def parse_interest(wire: bytes) -> InterestView:
     if not ends:
         raise DecodeError("Interest Name must have at least one component")
     off = nend
+    iv.nonce_insert_pos = nend
     rank = 0
     while off < end:
         typ, vstart, vend = read_tl(wire, off, end)
@@ -147,6 +159,8 @@ def parse_interest(wire: bytes) -> InterestView:
                 continue
             raise DecodeError(f"unexpected or out-of-order critical element {typ} in Interest")
         rank = r
+        if r < 4:
+            iv.nonce_insert_pos = vend
         length = vend - vstart
         if typ == T.NONCE:
             if length != 4:
