@@ -1,0 +1,120 @@
+"""Child processes for the demo, benchmarks and tests: start, wait ready, read counters, stop.
+
+Every wait is bounded, every process is stopped by its PID (SIGTERM, then SIGKILL after a grace
+period), and output goes to files in a directory the caller owns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+COUNTERS_TAG = "counters: "
+
+
+class Child:
+    """One child process with stdout and stderr captured to files."""
+
+    def __init__(
+        self, name: str, argv: list[str], workdir: Path, env: dict[str, str] | None = None
+    ):
+        self.name = name
+        self.argv = argv
+        self.stdout_path = workdir / f"{name}.out"
+        self.stderr_path = workdir / f"{name}.err"
+        full_env = {**os.environ, **(env or {})}
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def output(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def errors(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def wait_for(self, text: str, timeout: float = 15.0, stream: str = "both") -> None:
+        """Wait until ``text`` appears in the child's output; raise with its log if it died."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            blob = ""
+            if stream in ("both", "stdout"):
+                blob += self.output()
+            if stream in ("both", "stderr"):
+                blob += self.errors()
+            if text in blob:
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode} before {text!r}:\n"
+                    f"{self.errors()[-3000:]}"
+                )
+            time.sleep(0.05)
+        raise TimeoutError(
+            f"{self.name} did not print {text!r} within {timeout} s:\n{self.errors()[-3000:]}"
+        )
+
+    def counters(self, timeout: float = 10.0) -> dict[str, int]:
+        """Ask a forwarder for its counters (SIGUSR1) and parse the log line it writes."""
+        before = self.errors().count(COUNTERS_TAG)
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = [ln for ln in self.errors().splitlines() if COUNTERS_TAG in ln]
+            if len(lines) > before:
+                return json.loads(lines[-1].split(COUNTERS_TAG, 1)[1])  # type: ignore[no-any-return]
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited:\n{self.errors()[-3000:]}")
+            time.sleep(0.05)
+        raise TimeoutError(f"{self.name} did not log its counters within {timeout} s")
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def stop(self, grace: float = 5.0) -> int:
+        """SIGTERM, wait up to ``grace`` seconds, then SIGKILL.  Returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(grace)
+        return self.proc.returncode
+
+
+def icn_argv(*args: str) -> list[str]:
+    """Run the ``icn`` CLI with the current interpreter (works without the console script)."""
+    return [sys.executable, "-c", "from apps.cli import main; main()", *args]
+
+
+class ProcessGroup:
+    """Children stopped together, last started first (also as a context manager)."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.children: list[Child] = []
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Child:
+        child = Child(name, argv, self.workdir, env)
+        self.children.append(child)
+        return child
+
+    def stop_all(self) -> None:
+        for child in reversed(self.children):
+            child.stop()
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop_all()
