@@ -1,0 +1,73 @@
+"""The forwarder: NFD's pipelines over the tables, sans-IO.
+
+Faces hand packets in through the :class:`~forwarder.face_api.PacketSink` methods and the
+pipelines answer by calling :class:`~forwarder.face_api.FaceLike` send methods; time comes from
+one injected clock, and the daemon calls :meth:`Forwarder.tick` every 10-50 ms.  Each incoming
+pipeline lives in its own module and is mixed in here (``interest_pipeline``, ``data_pipeline``,
+``nack_pipeline``); the tables and the outgoing pipelines are in ``forwarder_base``.
+
+Every drop and every pipeline action counts under "fw.<event>" in the shared counter bag.  Bad
+input from the network is dropped and counted, never raised: a face calls in from its read
+callback and an exception there would kill the connection.
+"""
+
+from __future__ import annotations
+
+from forwarder.face_api import FaceLike
+from forwarder.fw.data_pipeline import DataPipeline
+from forwarder.fw.interest_pipeline import InterestPipeline
+from forwarder.fw.nack_pipeline import NackPipeline
+from forwarder.fw.strategy_registry import resolve
+from forwarder.table.fib import prefix_depth
+from icn.errors import ConfigError, DecodeError
+
+
+class Forwarder(InterestPipeline, DataPipeline, NackPipeline):
+    """One forwarding engine (implements ``PacketSink``).
+
+    ``Forwarder(limits, counters, clock, default_strategy)``: see ``ForwarderBase``.
+    """
+
+    # -- faces ---------------------------------------------------------------------------------
+
+    def add_face(self, face: FaceLike) -> None:
+        self.faces[face.face_id] = face
+
+    def remove_face(self, face_id: int) -> None:
+        """Forget the face, its PIT in/out-records and its FIB next hops.  PIT entries left with
+        no downstream are erased by the PIT (nobody is waiting for their Data)."""
+        self.faces.pop(face_id, None)
+        self.pit.remove_face(face_id)
+        self.fib.remove_face(face_id)
+
+    # -- strategy choice -----------------------------------------------------------------------
+
+    def set_strategy(self, prefix: bytes, name: str) -> None:
+        """Choose strategy ``name`` for names under ``prefix``; ConfigError for an unknown name
+        (listing the known ones), a malformed prefix or a full strategy choice table."""
+        strategy = self._strategy_instance(resolve(name))
+        try:
+            prefix_depth(prefix)
+        except DecodeError as exc:
+            raise ConfigError(
+                f"strategy prefix {prefix.hex()} is not a valid name: {exc}"
+            ) from None
+        if not self.strategy_choice.set(prefix, strategy):
+            raise ConfigError(
+                f"strategy choice table full ({self.strategy_choice.max_entries} prefixes): "
+                "unset a choice or raise tables.strategy_choice_max_entries"
+            )
+
+    def unset_strategy(self, prefix: bytes) -> bool:
+        """Let ``prefix`` inherit its parent's strategy; False if it had no choice (or is /)."""
+        return self.strategy_choice.unset(prefix)
+
+    # -- timers --------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Finalize every PIT entry whose expiry has passed (NFD's Interest finalize).  Expired
+        Interests get no Nack: their downstreams have timed out too."""
+        now = self.clock()
+        finalize = self.finalize
+        for entry in self.pit.expire(now):
+            finalize(entry, now)

@@ -1,0 +1,116 @@
+"""State shared by the pipelines: tables, faces, strategies, and the outgoing pipelines.
+
+The incoming pipelines (``interest_pipeline``, ``data_pipeline``, ``nack_pipeline``) subclass
+this and :class:`~forwarder.fw.forwarder.Forwarder` combines them; the split keeps each file
+about one pipeline.  Strategies act only through the outgoing pipelines here (``send_interest``,
+``send_nack``, ``reject``), so the PIT stays consistent whatever a strategy decides.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from forwarder.face_api import FaceLike
+from forwarder.fw.strategy import InterestContext, Strategy
+from forwarder.fw.strategy_registry import resolve
+from forwarder.table.cs import ContentStore
+from forwarder.table.dead_nonce_list import DeadNonceList
+from forwarder.table.fib import Fib
+from forwarder.table.limits import TableLimits
+from forwarder.table.pit import Pit, PitEntry
+from forwarder.table.strategy_choice import StrategyChoice
+
+# First name components that scope a packet (protocols.md §3.8), as TLV bytes: a name value
+# starts with its first component's TLV, so a startswith() on the name is the scope test.
+LOCALHOST = b"\x08\x09localhost"
+LOCALHOP = b"\x08\x08localhop"
+
+# TableLimits is a frozen dataclass, so one shared default instance is safe.
+DEFAULT_LIMITS = TableLimits()
+
+
+class ForwarderBase:
+    """Tables, faces and strategy instances of one forwarder, and its outgoing pipelines."""
+
+    def __init__(
+        self,
+        limits: TableLimits = DEFAULT_LIMITS,
+        counters: Counter[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        default_strategy: str = "best-route",
+    ) -> None:
+        self.limits = limits
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        self.clock = clock
+        c = self.counters
+        self.faces: dict[int, FaceLike] = {}
+        self.fib = Fib(limits.fib_max_entries, c)
+        self.pit = Pit(limits.pit_max_entries, c)
+        self.cs = ContentStore(limits.cs_max_entries, limits.cs_max_bytes, c)
+        self.dnl = DeadNonceList(limits.dnl_lifetime, limits.dnl_max_entries, c)
+        # DataView.freshness is in ms; compared per Data against the DNL lifetime.
+        self.dnl_lifetime_ms = limits.dnl_lifetime * 1000.0
+        self._strategies: dict[type[Strategy], Strategy] = {}
+        self.strategy_choice: StrategyChoice[Strategy] = StrategyChoice(
+            self._strategy_instance(resolve(default_strategy)),
+            limits.strategy_choice_max_entries,
+            c,
+        )
+
+    def _strategy_instance(self, cls: type[Strategy]) -> Strategy:
+        # One instance per class: strategies keep per-Interest state in the PIT entry.
+        inst = self._strategies.get(cls)
+        if inst is None:
+            inst = self._strategies[cls] = cls(self)
+        return inst
+
+    # -- outgoing pipelines (called by strategies) ---------------------------------------------
+
+    def send_interest(self, entry: PitEntry, face: FaceLike, ctx: InterestContext) -> None:
+        """Outgoing Interest: record the upstream and send the bytes (never with a PitToken)."""
+        if face.face_id == ctx.ingress.face_id:
+            # All our faces are point-to-point: an Interest sent back where it came from loops.
+            self.counters["fw.drop_out_to_ingress"] += 1
+            return
+        if not (ctx.nonlocal_ok or face.is_local):
+            self.counters["fw.drop_out_scope"] += 1
+            return
+        entry.insert_out_record(face.face_id, ctx.nonce, ctx.now, ctx.lifetime)
+        face.send_interest(ctx.wire)
+        self.counters["fw.out_interest"] += 1
+
+    def send_nack(self, entry: PitEntry, face_id: int, reason: int) -> None:
+        """Outgoing Nack: to a downstream that has an in-record, carrying its own Interest and
+        PitToken; the in-record goes, since that downstream now expects nothing more."""
+        rec = entry.in_records.pop(face_id, None)
+        if rec is None:
+            return
+        face = self.faces.get(face_id)
+        if face is None:
+            return
+        face.send_nack(rec.wire, reason, rec.pit_token)
+        self.counters["fw.out_nack"] += 1
+
+    def reject(self, entry: PitEntry) -> None:
+        """Give up on ``entry`` now: erase and finalize it (unsatisfied)."""
+        self.pit.erase(entry)
+        self.finalize(entry, self.clock())
+
+    def finalize(self, entry: PitEntry, now: float) -> None:
+        """Interest finalize, for an entry already out of the PIT: count its outcome and record
+        the nonces it sent in the Dead Nonce List, so a copy of one of its Interests looping
+        back after the entry is gone is still caught."""
+        if entry.satisfied:
+            self.counters["fw.interest_satisfied"] += 1
+            # A MustBeFresh Interest may be legitimately re-expressed (same nonce) once the Data
+            # is stale, so only short-lived Data leaves the nonces behind.
+            if not entry.must_be_fresh or entry.data_freshness >= self.dnl_lifetime_ms:
+                return
+        else:
+            self.counters["fw.interest_unsatisfied"] += 1
+        add = self.dnl.add
+        name = entry.name
+        for out in entry.out_records.values():
+            add(name, out.nonce, now)
