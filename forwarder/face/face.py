@@ -1,0 +1,158 @@
+"""Face = LinkService + Transport: the object the forwarding pipelines send through.
+
+A face implements :class:`~forwarder.face_api.FaceLike`.  Its id, packet sink and close callback
+are set by the :class:`~forwarder.face.face_table.FaceTable` when the face is added, so listeners
+can create faces for new peers without knowing about the forwarder.  An optional
+:class:`~forwarder.face.shaper.Shaper` sits between the link service and the transport.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from forwarder.face.link_service import FaceStats, LinkService
+from forwarder.face.shaper import CallLater, Shaper, ShaperConfig
+from forwarder.face.transport import Transport
+from forwarder.face_api import PacketSink
+
+
+class Face:
+    """One link to one peer (or one local app)."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        reassembly_timeout: float = 0.5,
+    ) -> None:
+        self.transport = transport
+        self.is_local = transport.is_local
+        self.link = LinkService(
+            counters=transport.counters,
+            mtu=transport.mtu,
+            is_local=transport.is_local,
+            clock=clock,
+            reassembly_timeout=reassembly_timeout,
+        )
+        self.link.output = transport.send
+        # called once with this face when it closes, whatever the cause; the FaceTable sets it
+        self.on_closed: Callable[[Face], object] | None = None
+        self._shaper: Shaper | None = None
+        transport.bind(self.link.receive, self._transport_closed)
+
+    # ---- identity and state ---------------------------------------------------------------
+
+    @property
+    def face_id(self) -> int:
+        return self.link.face_id
+
+    @face_id.setter
+    def face_id(self, value: int) -> None:
+        self.link.face_id = value
+
+    @property
+    def sink(self) -> PacketSink | None:
+        return self.link.sink
+
+    @sink.setter
+    def sink(self, value: PacketSink | None) -> None:
+        self.link.sink = value
+
+    @property
+    def local_uri(self) -> str:
+        return self.transport.local_uri
+
+    @property
+    def remote_uri(self) -> str:
+        return self.transport.remote_uri
+
+    @property
+    def on_demand(self) -> bool:
+        return self.transport.on_demand
+
+    @property
+    def closed(self) -> bool:
+        return self.transport.closed
+
+    @property
+    def stats(self) -> FaceStats:
+        return self.link.stats
+
+    @property
+    def shaper(self) -> Shaper | None:
+        return self._shaper
+
+    def status(self) -> dict[str, int | str | bool]:
+        """Everything the faces/list dataset reports about this face."""
+        out: dict[str, int | str | bool] = {
+            "face_id": self.face_id,
+            "remote_uri": self.remote_uri,
+            "local_uri": self.local_uri,
+            "is_local": self.is_local,
+            "on_demand": self.on_demand,
+        }
+        out.update(self.link.stats.as_dict())
+        out["n_in_bytes"] = self.transport.in_bytes
+        out["n_out_bytes"] = self.transport.out_bytes
+        return out
+
+    # ---- FaceLike --------------------------------------------------------------------------
+
+    def send_interest(self, wire: bytes) -> None:
+        self.link.send_interest(wire)
+
+    def send_data(
+        self, wire: bytes, pit_token: bytes | None = None, congestion_mark: int = 0
+    ) -> None:
+        self.link.send_data(wire, pit_token, congestion_mark)
+
+    def send_nack(self, interest_wire: bytes, reason: int, pit_token: bytes | None = None) -> None:
+        self.link.send_nack(interest_wire, reason, pit_token)
+
+    # ---- shaping and closing ---------------------------------------------------------------
+
+    def set_shaper(
+        self,
+        config: ShaperConfig | None,
+        *,
+        call_later: CallLater | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> Shaper | None:
+        """Shape this face's send path with ``config`` (None removes shaping).
+
+        Packets still waiting in a replaced shaper are dropped, as on a reconfigured link.
+        ``call_later``/``clock`` default to the running loop's.
+        """
+        if self._shaper is not None:
+            self._shaper.close()
+            self._shaper = None
+        if config is None:
+            self.link.output = self.transport.send
+            return None
+        shaper = Shaper(
+            config,
+            self.transport.send,
+            counters=self.transport.counters,
+            call_later=call_later,
+            clock=clock,
+        )
+        self._shaper = shaper
+        self.link.output = shaper.send
+        return shaper
+
+    def close(self) -> None:
+        """Close the transport; ``on_closed`` runs once, now or when the transport reports it."""
+        self.transport.close()
+
+    def _transport_closed(self) -> None:
+        if self._shaper is not None:
+            self._shaper.close()
+        self.link.sink = None
+        on_closed, self.on_closed = self.on_closed, None
+        if on_closed is not None:
+            on_closed(self)
+
+    def __repr__(self) -> str:
+        return f"<Face {self.face_id} {self.remote_uri}>"
