@@ -11,6 +11,8 @@ import hashlib
 import os
 
 from icn import tlv_types as T
+from icn.errors import DecodeError, EncodeError
+from icn.name import component_ends
 from icn.signer import DIGEST_SHA256, Signer
 from icn.tlv import encode_nni, encode_nni_tlv, encode_tlv, encode_varnum
 
@@ -36,12 +38,22 @@ def make_interest(
 ) -> bytes:
     """Encode an Interest.  ``lifetime`` None or 4000 ms is omitted (the default).
 
-    With ``app_params`` the ParametersSha256Digest component is appended to the name.
+    With ``app_params`` the ParametersSha256Digest component gets the digest of the parameters:
+    it is filled in where the name already has one (a name taken from a received Interest),
+    else appended.  Raises EncodeError on an empty name or an out-of-range field.
     """
+    if not name:
+        raise EncodeError("an Interest name needs at least one component")
+    if nonce is not None and len(nonce) != 4:
+        raise EncodeError(f"Nonce must be 4 octets, got {len(nonce)}")
+    if hop_limit is not None and not 0 <= hop_limit <= 255:
+        raise EncodeError(f"HopLimit must be in [0, 255], got {hop_limit}")
     parts = [b""]
     if app_params is not None:
         params = encode_tlv(T.APPLICATION_PARAMETERS, app_params)
-        name = name + b"\x02\x20" + hashlib.sha256(params).digest()
+        name = _with_params_digest(name, hashlib.sha256(params).digest())
+    elif b"\x02\x20" in name and _params_digest_at(name) >= 0:
+        raise EncodeError("a ParametersSha256Digest component needs app_params")
     parts[0] = encode_tlv(T.NAME, name)
     if can_be_prefix:
         parts.append(_CBP)
@@ -60,6 +72,29 @@ def make_interest(
         parts.append(params)
     value = b"".join(parts)
     return b"\x05" + encode_varnum(len(value)) + value
+
+
+def _params_digest_at(name: bytes) -> int:
+    """Offset of the ParametersSha256Digest component in ``name``, or -1."""
+    try:
+        ends = component_ends(name)
+    except DecodeError as exc:
+        raise EncodeError(f"malformed name: {exc}") from None
+    prev = 0
+    for end in ends:
+        if name[prev] == T.COMP_PARAMS_DIGEST:
+            return prev
+        prev = end
+    return -1
+
+
+def _with_params_digest(name: bytes, digest: bytes) -> bytes:
+    """``name`` with its ParametersSha256Digest component set to ``digest`` (appended if absent),
+    so that re-encoding a received name never yields two digest components."""
+    at = _params_digest_at(name)
+    if at < 0:
+        return name + b"\x02\x20" + digest
+    return name[: at + 2] + digest + name[at + 34 :]
 
 
 def make_data(

@@ -9,7 +9,7 @@ any other unknown field drops the whole packet (DecodeError).
 from __future__ import annotations
 
 from icn import tlv_types as T
-from icn.errors import DecodeError
+from icn.errors import DecodeError, EncodeError
 from icn.tlv import encode_nni_tlv, encode_tlv, encode_varnum, read_nni, read_tl
 
 _KNOWN_FIELDS = frozenset(
@@ -123,7 +123,12 @@ def _fixed8(wire: bytes, start: int, end: int) -> int:
     return int.from_bytes(wire[start:end], "big")
 
 
+_NACK_REASONS = frozenset((T.NACK_CONGESTION, T.NACK_DUPLICATE, T.NACK_NO_ROUTE))
+
+
 def _read_nack(wire: bytes, start: int, end: int) -> int:
+    """The NackReason; absent or unknown values read as NACK_NONE (as ndn-cxx does), so the
+    severity ordering of the strategies only ever sees the four defined reasons."""
     reason = T.NACK_NONE
     off = start
     while off < end:
@@ -131,7 +136,7 @@ def _read_nack(wire: bytes, start: int, end: int) -> int:
         if typ == T.LP_NACK_REASON:
             reason = read_nni(wire, vstart, vend)
         off = vend
-    return reason
+    return reason if reason in _NACK_REASONS else T.NACK_NONE
 
 
 def _read_cache_policy(wire: bytes, start: int, end: int) -> int:
@@ -166,6 +171,8 @@ def encode_lp(
     if frag_count is not None:
         parts.append(encode_nni_tlv(T.LP_FRAG_COUNT, frag_count))
     if pit_token is not None:
+        if not 1 <= len(pit_token) <= 32:
+            raise EncodeError(f"PitToken must be 1-32 octets, got {len(pit_token)}")
         parts.append(encode_tlv(T.LP_PIT_TOKEN, pit_token))
     if nack_reason is not None:
         inner = encode_nni_tlv(T.LP_NACK_REASON, nack_reason) if nack_reason else b""

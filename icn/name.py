@@ -80,7 +80,15 @@ def from_uri(uri: str) -> bytes:
         comps = NdnName.from_str(uri)
     except (ValueError, TypeError, IndexError) as exc:
         raise ConfigError(f"invalid NDN name {uri!r}: {exc}") from None
-    return b"".join(bytes(c) for c in comps)
+    name = b"".join(bytes(c) for c in comps)
+    # python-ndn builds digest components of any length (``sha256digest=ab``, ``1=x``); such a
+    # name would only fail later, on the wire, so catch it here where the user can fix it.
+    try:
+        component_ends(name)
+    except DecodeError as exc:
+        hint = "sha256digest= and params-sha256= take exactly 64 hex digits"
+        raise ConfigError(f"invalid NDN name {uri!r}: {exc} ({hint})") from None
+    return name
 
 
 def to_uri(name: Buffer) -> str:

@@ -12,7 +12,10 @@ import hashlib
 from icn import tlv_types as T
 from icn.errors import DecodeError
 from icn.name import component_ends
-from icn.tlv import encode_varnum, is_critical, read_nni, read_tl
+from icn.tlv import encode_varnum, is_critical, read_nni, read_tl, read_varnum
+
+# Legacy (v0.2) ForwardingHint element: Delegation := Preference Name.
+_DELEGATION = 31
 
 # Rank of each known Interest element after Name: elements must appear in increasing rank.
 _INTEREST_ORDER = {
@@ -66,7 +69,9 @@ class InterestView:
         if not self.name_ends:
             return 0
         start = self.name_ends[-2] if len(self.name_ends) > 1 else 0
-        return self.name[start]
+        typ = self.name[start]
+        # Types above 252 take a 3-octet VAR-NUMBER (component types stop at 65535).
+        return typ if typ < 253 else read_varnum(self.name, start, len(self.name))[0]
 
     def with_hop_limit(self, value: int) -> bytes:
         """The wire bytes with the HopLimit octet replaced (the Interest must carry HopLimit)."""
@@ -151,10 +156,10 @@ def parse_interest(wire: bytes) -> InterestView:
         typ, vstart, vend = read_tl(wire, off, end)
         r = _INTEREST_ORDER.get(typ)
         if r is None or r <= rank:
-            # Unknown or out of order.  After ApplicationParameters everything belongs to the
-            # parameters block (signature fields included); elsewhere only non-critical types
-            # may be skipped.
-            if rank == 99 or not is_critical(typ):
+            # Unknown or out of order: skipped if non-critical, as ndn-cxx does.  After
+            # ApplicationParameters that covers the signature fields (types 44 and 46), which
+            # belong to the parameters block; a critical type there is an error like anywhere.
+            if not is_critical(typ):
                 off = vend
                 continue
             raise DecodeError(f"unexpected or out-of-order critical element {typ} in Interest")
@@ -183,23 +188,49 @@ def parse_interest(wire: bytes) -> InterestView:
             iv.hop_limit = wire[vstart]
             iv.hop_limit_pos = vstart
         elif typ == T.FORWARDING_HINT:
+            _check_forwarding_hint(wire, vstart, vend)
             iv.forwarding_hint = wire[vstart:vend]
         else:  # ApplicationParameters: the rest of the packet is the parameters block
             iv.has_params = True
-            rank = 99
         off = vend
-    if iv.has_params != _has_params_digest(iv.name, ends):
-        raise DecodeError("ApplicationParameters and ParametersSha256Digest must come together")
+    if _params_digest_count(iv.name, ends) != iv.has_params:
+        raise DecodeError(
+            "ApplicationParameters need exactly one ParametersSha256Digest component, "
+            "and that component needs ApplicationParameters"
+        )
     return iv
 
 
-def _has_params_digest(name: bytes, ends: list[int]) -> bool:
+def _params_digest_count(name: bytes, ends: list[int]) -> int:
+    count = 0
     prev = 0
     for e in ends:
         if name[prev] == T.COMP_PARAMS_DIGEST:
-            return True
+            count += 1
         prev = e
-    return False
+    return count
+
+
+def _check_forwarding_hint(wire: bytes, off: int, end: int) -> None:
+    """ForwardingHint := 1*Name, or the legacy 1*Delegation (Preference Name).  Checked as
+    ndn-cxx does, so a forwarder never passes on a hint that NFD would reject."""
+    while off < end:
+        typ, vstart, off = read_tl(wire, off, end)
+        if typ == T.NAME:
+            component_ends(wire, vstart, off)
+        elif typ == _DELEGATION:
+            _check_delegation(wire, vstart, off)
+        elif is_critical(typ):
+            raise DecodeError(f"unexpected element {typ} in ForwardingHint")
+
+
+def _check_delegation(wire: bytes, off: int, end: int) -> None:
+    while off < end:
+        typ, vstart, off = read_tl(wire, off, end)
+        if typ == T.NAME:
+            component_ends(wire, vstart, off)
+            return
+    raise DecodeError("ForwardingHint Delegation without a Name")
 
 
 def parse_data(wire: bytes) -> DataView:
@@ -246,6 +277,8 @@ def _read_meta_info(wire: bytes, off: int, end: int, dv: DataView) -> None:
             dv.freshness = read_nni(wire, vstart, vend)
         elif typ == T.FINAL_BLOCK_ID and rank < 3:
             rank = 3
+            if len(component_ends(wire, vstart, vend)) != 1:
+                raise DecodeError("FinalBlockId must hold exactly one name component")
         elif is_critical(typ):
             raise DecodeError(f"unexpected critical element {typ} in MetaInfo")
         off = vend

@@ -12,6 +12,9 @@ from icn.errors import DecodeError, EncodeError
 
 Buffer = bytes | bytearray | memoryview
 
+# TLV-TYPE range is [1, 2^32-1]: a TYPE never takes the 9-octet VAR-NUMBER form.
+_MAX_TYPE = (1 << 32) - 1
+
 
 def read_varnum(buf: Buffer, off: int, end: int) -> tuple[int, int]:
     """Read a VAR-NUMBER at ``off`` (which must be < ``end``); shortest form is enforced."""
@@ -58,8 +61,8 @@ def read_tl(buf: Buffer, off: int, end: int) -> tuple[int, int, int]:
 def _read_tl_slow(buf: Buffer, off: int, end: int) -> tuple[int, int, int]:
     typ, off = read_varnum(buf, off, end)
     length, off = read_varnum(buf, off, end)
-    if typ == 0:
-        raise DecodeError("TLV-TYPE 0 is invalid")
+    if typ == 0 or typ > _MAX_TYPE:
+        raise DecodeError(f"TLV-TYPE {typ} is outside [1, 2^32-1]")
     vend = off + length
     if vend > end:
         raise DecodeError(f"TLV type {typ} length {length} overruns its parent")
@@ -141,6 +144,6 @@ def frame_length(buf: Buffer, off: int, end: int) -> int | None:
         if "truncated" in str(exc):
             return None
         raise
-    if typ == 0:
-        raise DecodeError("TLV-TYPE 0 is invalid")
+    if typ == 0 or typ > _MAX_TYPE:
+        raise DecodeError(f"TLV-TYPE {typ} is outside [1, 2^32-1]")
     return voff - off + length
