@@ -63,7 +63,8 @@ def _report(
     counters: list[dict[str, Any]],
 ) -> None:
     table = Table(title=f"consumer -> fwd0 -> fwd1 -> producer, {count} objects of 1 KiB")
-    for col in ("pass", "received", "failed", "retx", "rate/s", "RTT p50 ms", "RTT p99 ms"):
+    table.add_column("pass", no_wrap=True)
+    for col in ("received", "failed", "retx", "rate/s", "RTT p50 ms", "RTT p99 ms"):
         table.add_column(col, justify="right")
     for label, r in (("1: from producer", first), ("2: again (cached)", second)):
         table.add_row(

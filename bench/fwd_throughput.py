@@ -65,7 +65,7 @@ async def main(args: argparse.Namespace) -> None:
                 "--udp",
                 f"{HOST}:{fwd_port}",
                 "--log-level",
-                "warning",
+                "info",
                 "--cs-capacity",
                 str(max(65_536, args.count * 2)),
                 "--route",

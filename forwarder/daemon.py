@@ -1,0 +1,228 @@
+"""The forwarder daemon: wires the sans-IO core to faces, timers and signals.
+
+One asyncio loop (uvloop when the CLI finds it).  PIT expiry runs on one periodic timer, not one
+timer per entry.  SIGTERM/SIGINT stop the daemon cleanly (listeners closed, Unix socket file
+removed); SIGUSR1 logs every counter as one JSON line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import logging
+import os
+import signal
+import socket
+import stat
+import time
+from collections import Counter
+from typing import Any
+
+from forwarder.config import FaceConfig, ForwarderConfig, parse_host_port
+from forwarder.face.face import Face
+from forwarder.face.face_table import FaceTable
+from forwarder.face.shaper import ShaperConfig as FaceShaperConfig
+from forwarder.fw.forwarder import Forwarder
+from forwarder.table.limits import TableLimits
+from icn.errors import ConfigError, FaceError
+from icn.log import setup_logging
+from icn.name import from_uri
+
+log = logging.getLogger("forwarder")
+
+COUNTERS_TAG = "counters: "  # apps/procs.py parses this tag
+
+
+def table_limits(config: ForwarderConfig) -> TableLimits:
+    t = config.tables
+    return TableLimits(
+        fib_max_entries=t.fib_max_entries,
+        pit_max_entries=t.pit_max_entries,
+        cs_max_entries=t.cs_max_entries,
+        cs_max_bytes=t.cs_max_bytes,
+        dnl_lifetime=t.dnl_lifetime_ms / 1000.0,
+        dnl_max_entries=t.dnl_max_entries,
+        strategy_choice_max_entries=t.strategy_choice_max_entries,
+    )
+
+
+def _ip_uri(scheme: str, hostport: str) -> str:
+    host, port = parse_host_port(hostport)
+    if ":" in host:
+        return f"{scheme}6://[{host}]:{port}"
+    return f"{scheme}4://{host}:{port}"
+
+
+def _face_shaper(face_cfg: FaceConfig) -> FaceShaperConfig | None:
+    s = face_cfg.shaper
+    if not s.active:
+        return None
+    return FaceShaperConfig(
+        delay=s.delay_ms / 1000.0,
+        jitter=s.jitter_ms / 1000.0,
+        loss=s.loss,
+        rate=s.rate_mbps * 1e6 if s.rate_mbps else None,
+        max_pending=s.queue_packets,
+        seed=s.seed,
+    )
+
+
+def _prepare_unix_path(path: str) -> None:
+    """Remove a stale socket file left by a crashed daemon; refuse if one is still serving."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(path) or "."
+        if not os.path.isdir(parent):
+            raise ConfigError(
+                f"listen.unix: directory {parent} does not exist; create it or choose another path"
+            ) from None
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise ConfigError(f"listen.unix: {path} exists and is not a socket; choose another path")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(path)
+        except OSError:
+            os.unlink(path)  # nobody listens: stale
+            return
+    raise ConfigError(
+        f"listen.unix: a forwarder is already serving {path}; stop it or choose another path"
+    )
+
+
+class ForwarderDaemon:
+    """A forwarder with its faces, listeners and timers, started and stopped as a unit."""
+
+    def __init__(self, config: ForwarderConfig) -> None:
+        self.config = config
+        self.counters: Counter[str] = Counter()
+        self.fw = Forwarder(
+            table_limits(config), self.counters, default_strategy=config.default_strategy
+        )
+        self.faces = FaceTable(
+            self.counters,
+            sink=self.fw,
+            on_face_closed=self.fw.remove_face,
+            on_face_added=self.fw.add_face,
+        )
+        self.started_at = time.time()
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._stopped: asyncio.Event | None = None
+        self.listen_uris: list[str] = []
+
+    async def start(self) -> None:
+        """Open listeners and static faces, install routes and strategies, start timers."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        try:
+            for prefix_cfg in cfg.strategies:
+                self.fw.set_strategy(from_uri(prefix_cfg.prefix), prefix_cfg.strategy)
+            for hp in cfg.listen.udp:
+                self.listen_uris.append((await self.faces.listen(_ip_uri("udp", hp))).local_uri)
+            for hp in cfg.listen.tcp:
+                self.listen_uris.append((await self.faces.listen(_ip_uri("tcp", hp))).local_uri)
+            if cfg.listen.unix:
+                path = os.path.abspath(cfg.listen.unix)
+                _prepare_unix_path(path)
+                self.listen_uris.append((await self.faces.listen(f"unix://{path}")).local_uri)
+            static: dict[str, Face] = {}
+            for face_cfg in cfg.faces:
+                face = await self.faces.connect(face_cfg.uri)
+                shaper = _face_shaper(face_cfg)
+                if shaper is not None:
+                    face.set_shaper(shaper)
+                static[face_cfg.uri] = face
+            for route in cfg.routes:
+                face = static[route.face]
+                if not self.fw.fib.add_nexthop(from_uri(route.prefix), face.face_id, route.cost):
+                    raise ConfigError(
+                        f"routes: FIB is full ({cfg.tables.fib_max_entries} entries); "
+                        "raise tables.fib_max_entries"
+                    )
+        except FaceError as exc:
+            self.faces.close()
+            raise ConfigError(str(exc)) from None
+        except BaseException:
+            self.faces.close()
+            raise
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGUSR1, self.log_counters)
+        self._schedule_tick()
+        # Long-lived tables hold millions of objects: keep the cyclic GC from rescanning them.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(100_000, 50, 100)
+        log.info(
+            "forwarder ready: listening on %s; %d static faces, %d routes",
+            ", ".join(self.listen_uris) or "nothing",
+            len(cfg.faces),
+            len(cfg.routes),
+        )
+
+    def _schedule_tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tick_handle = loop.call_later(self.config.tick_ms / 1000.0, self._tick)
+
+    def _tick(self) -> None:
+        try:
+            self.fw.tick()
+        except Exception:  # a bug, not bad input: keep forwarding, say so once per tick
+            self.counters["daemon.tick_error"] += 1
+            log.exception("error in the expiry timer")
+        self._schedule_tick()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters plus table sizes, for the SIGUSR1 line and tests."""
+        out: dict[str, Any] = dict(sorted(self.counters.items()))
+        out.update(
+            {
+                "pit.size": len(self.fw.pit),
+                "fib.size": len(self.fw.fib),
+                "cs.size": len(self.fw.cs),
+                "cs.bytes": self.fw.cs.bytes_used,
+                "dnl.size": len(self.fw.dnl),
+                "faces.size": len(self.faces),
+                "uptime_s": round(time.time() - self.started_at, 3),
+            }
+        )
+        return out
+
+    def log_counters(self) -> None:
+        log.warning("%s%s", COUNTERS_TAG, json.dumps(self.snapshot(), separators=(",", ":")))
+
+    def request_stop(self) -> None:
+        if self._stopped is not None:
+            self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        assert self._stopped is not None
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            with contextlib.suppress(ValueError, RuntimeError):
+                loop.remove_signal_handler(sig)
+        self.faces.close()
+        await asyncio.sleep(0)  # let transports finish closing
+        self.log_counters()
+        log.info("forwarder stopped")
+
+
+async def run_daemon(config: ForwarderConfig) -> None:
+    """Run until SIGTERM or SIGINT."""
+    setup_logging(config.log_level)
+    daemon = ForwarderDaemon(config)
+    await daemon.start()
+    try:
+        await daemon.wait_stopped()
+    finally:
+        await daemon.stop()
