@@ -33,7 +33,9 @@ def parse_host_port(value: str, default_port: int = 6363) -> tuple[str, int]:
         ipaddress.ip_address(host)
         port = int(port_s)
     except ValueError:
-        raise ValueError(f"{value!r} is not HOST:PORT with a numeric IP, e.g. 127.0.0.1:6363") from None
+        raise ValueError(
+            f"{value!r} is not HOST:PORT with a numeric IP, e.g. 127.0.0.1:6363"
+        ) from None
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} out of range 0-65535")
     return host, port
