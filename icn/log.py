@@ -12,7 +12,9 @@ def setup_logging(level: str = "info") -> None:
         root.removeHandler(h)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        logging.Formatter("%(asctime)s.%(msecs)03d %(levelname).1s %(name)s: %(message)s", "%H:%M:%S")
+        logging.Formatter(
+            "%(asctime)s.%(msecs)03d %(levelname).1s %(name)s: %(message)s", "%H:%M:%S"
+        )
     )
     root.addHandler(handler)
     root.setLevel(level.upper())
