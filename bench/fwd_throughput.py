@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import sys
 import tempfile
@@ -103,6 +104,7 @@ async def main(args: argparse.Namespace) -> None:
     finally:
         group.stop_all()
         transport.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     print(
         f"loopback UDP, {args.count} Interests per round, window {args.window}, "
         f"{args.payload} B content, DigestSha256 Data, uvloop"
@@ -116,9 +118,6 @@ async def main(args: argparse.Namespace) -> None:
         f"pit entries now={counters.get('pit.size', 'n/a')}"
     )
     print(f"forwarder/relay ratio: {ra / rc:.2f}")
-    import shutil
-
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
