@@ -51,21 +51,12 @@ def build_fwd_config(
     strategy: list[str],
 ) -> Any:
     """Merge a config file (if any) with command-line flags; flags win."""
-    import yaml
-
-    from forwarder.config import config_from_dict
+    from forwarder.config import config_from_dict, read_config_mapping
 
     data: dict[str, Any] = {}
     source = "command line"
     if config is not None:
-        try:
-            data = yaml.safe_load(config.read_text()) or {}
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {config}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{config} is not valid YAML: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{config}: the top level must be a mapping of settings")
+        data = read_config_mapping(config)
         source = str(config)
     listen = dict(data.get("listen") or {})
     if unix is not None:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-COUNTERS_TAG = "counters: "
+from forwarder.daemon import COUNTERS_TAG
 
 
 class Child:

@@ -163,8 +163,8 @@ def config_from_dict(data: dict[str, Any], source: str = "<config>") -> Forwarde
         raise ConfigError(format_validation_error(exc, source)) from None
 
 
-def load_config(path: str | Path) -> ForwarderConfig:
-    """Read a YAML config file; ConfigError names the file, the line or the field, and the fix."""
+def read_config_mapping(path: str | Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML config file; ConfigError names the file, line and fix."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -177,7 +177,12 @@ def load_config(path: str | Path) -> ForwarderConfig:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{p}:{where} is not valid YAML: {exc}") from None
     if data is None:
-        data = {}
+        return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: the top level must be a mapping of settings, e.g. 'listen:'")
-    return config_from_dict(data, str(p))
+    return data
+
+
+def load_config(path: str | Path) -> ForwarderConfig:
+    """Read and validate a YAML config file."""
+    return config_from_dict(read_config_mapping(path), str(path))

@@ -32,7 +32,7 @@ from icn.name import from_uri
 
 log = logging.getLogger("forwarder")
 
-COUNTERS_TAG = "counters: "  # apps/procs.py parses this tag
+COUNTERS_TAG = "counters: "  # the SIGUSR1 line; apps/procs.py parses it
 
 
 def table_limits(config: ForwarderConfig) -> TableLimits:

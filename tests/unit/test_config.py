@@ -1,0 +1,91 @@
+"""Forwarder configuration: validation messages name the field and the fix; flags merge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from apps.cli import build_fwd_config
+from forwarder.config import config_from_dict, load_config, parse_host_port
+from forwarder.daemon import table_limits
+from icn.errors import ConfigError
+
+
+def test_unknown_field_and_bad_address_are_named() -> None:
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"listen": {"udp": ["1.2.3:99"]}, "tabels": {}})
+    msg = str(err.value)
+    assert "listen.udp" in msg and "HOST:PORT" in msg
+    assert "tabels: unknown field" in msg
+
+
+def test_route_must_name_a_static_face() -> None:
+    with pytest.raises(ConfigError, match=r"routes\.0\.face.*add it under 'faces:'"):
+        config_from_dict(
+            {
+                "faces": [{"uri": "udp4://127.0.0.1:7000"}],
+                "routes": [{"prefix": "/a", "face": "udp4://127.0.0.1:7001"}],
+            }
+        )
+
+
+def test_bad_prefix_and_shaper_values_are_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"routes\.0\.prefix"):
+        config_from_dict(
+            {
+                "faces": [{"uri": "udp4://127.0.0.1:7000"}],
+                "routes": [{"prefix": "/sha256digest=ab", "face": "udp4://127.0.0.1:7000"}],
+            }
+        )
+    with pytest.raises(ConfigError, match=r"faces\.0\.shaper\.loss"):
+        config_from_dict({"faces": [{"uri": "udp4://127.0.0.1:7000", "shaper": {"loss": 2}}]})
+    with pytest.raises(ConfigError, match=r"faces\.0\.uri"):
+        config_from_dict({"faces": [{"uri": "http://127.0.0.1:7000"}]})
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("log_level: info\nlisten: [1\n")
+    with pytest.raises(ConfigError, match=r"line 3.*not valid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml")
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("42\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(scalar)
+
+
+def test_flags_override_the_file_and_create_faces_for_routes(tmp_path: Path) -> None:
+    cfg = tmp_path / "fwd.yaml"
+    cfg.write_text("listen: {udp: ['127.0.0.1:6363']}\ntables: {pit_max_entries: 10}\n")
+    merged = build_fwd_config(
+        cfg,
+        "/tmp/x.sock",
+        [],
+        ["127.0.0.1:6364"],
+        7,
+        "debug",
+        [],
+        ["/app=udp4://127.0.0.1:7000"],
+        ["/sync=multicast"],
+    )
+    assert merged.listen.udp == ["127.0.0.1:6363"]
+    assert merged.listen.tcp == ["127.0.0.1:6364"]
+    assert merged.listen.unix == "/tmp/x.sock"
+    assert merged.tables.cs_max_entries == 7 and merged.tables.pit_max_entries == 10
+    assert merged.log_level == "debug"
+    assert [f.uri for f in merged.faces] == ["udp4://127.0.0.1:7000"]
+    assert merged.routes[0].prefix == "/app"
+    assert merged.strategies[0].strategy == "multicast"
+    limits = table_limits(merged)
+    assert limits.cs_max_entries == 7 and limits.dnl_lifetime == 6.0
+
+
+def test_host_port_forms() -> None:
+    assert parse_host_port("127.0.0.1:1") == ("127.0.0.1", 1)
+    assert parse_host_port("[::1]:6363") == ("::1", 6363)
+    assert parse_host_port("127.0.0.1") == ("127.0.0.1", 6363)
+    with pytest.raises(ValueError, match="out of range"):
+        parse_host_port("127.0.0.1:70000")
