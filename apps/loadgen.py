@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import cast
 
-from icn import tlv_types as T
 from icn.encode import DataTemplate, make_interest
 from icn.errors import DecodeError
 from icn.lp import encode_lp, parse_lp
-from icn.name import from_uri, generic
+from icn.name import from_uri, generic, to_uri
 from icn.packet import parse_data, parse_interest
 from icn.signer import DIGEST_SHA256
 
@@ -141,8 +140,6 @@ class Consumer:
         return res
 
     def _note_missing(self, names: list[bytes]) -> None:
-        from icn.name import to_uri
-
         room = 20 - len(self._result.missing)
         self._result.missing.extend(to_uri(n) for n in names[: max(room, 0)])
 
@@ -272,4 +269,4 @@ async def start_producer(
     return transport, proto
 
 
-__all__ = ["Consumer", "FetchResult", "Producer", "T", "object_names", "start_producer"]
+__all__ = ["Consumer", "FetchResult", "Producer", "object_names", "start_producer"]
