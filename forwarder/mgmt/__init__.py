@@ -1,0 +1,1 @@
+"""NFD management protocol: dispatcher, command validation, RIB and the management modules."""
