@@ -65,7 +65,8 @@ def build_fwd_config(
         listen["udp"] = udp
     if tcp:
         listen["tcp"] = tcp
-    data["listen"] = listen
+    if listen or "listen" in data:
+        data["listen"] = listen  # else the daemon listens where NFD does
     if cs_capacity is not None:
         data["tables"] = {**(data.get("tables") or {}), "cs_max_entries": cs_capacity}
     if log_level is not None:

@@ -7,6 +7,7 @@ error names the field and what to write instead.
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -100,6 +101,9 @@ class StrategyConfig(_Strict):
 
 
 class ListenConfig(_Strict):
+    """Where the daemon accepts faces.  Left out of the config entirely, the daemon listens
+    where NFD does, so unmodified NDN apps find it: see :func:`default_listen`."""
+
     udp: list[str] = Field(default_factory=list, description="HOST:PORT to listen on with UDP")
     tcp: list[str] = Field(default_factory=list, description="HOST:PORT to listen on with TCP")
     unix: str | None = Field(None, description="path of the Unix stream socket")
@@ -112,6 +116,31 @@ class ListenConfig(_Strict):
         return v
 
 
+DEFAULT_PORT = 6363
+NFD_SOCKET = "/run/nfd/nfd.sock"
+
+
+def default_unix_socket() -> str:
+    """NFD's socket path when we may create it (root), else a per-user path.
+
+    Apps find the first through python-ndn's default; for the second, point them at it with
+    ``NDN_CLIENT_TRANSPORT=unix://<path>`` (the daemon logs the path when it is ready).
+    """
+    if os.geteuid() == 0:
+        return NFD_SOCKET
+    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/icn-{os.getuid()}"
+    return os.path.join(base, "icn-fwd.sock")
+
+
+def default_listen() -> ListenConfig:
+    """NFD's defaults, on loopback only: the Unix socket, TCP and UDP 127.0.0.1:6363."""
+    return ListenConfig(
+        udp=[f"127.0.0.1:{DEFAULT_PORT}"],
+        tcp=[f"127.0.0.1:{DEFAULT_PORT}"],
+        unix=default_unix_socket(),
+    )
+
+
 class TablesConfig(_Strict):
     fib_max_entries: int = Field(100_000, ge=1)
     pit_max_entries: int = Field(100_000, ge=1)
@@ -120,6 +149,7 @@ class TablesConfig(_Strict):
     dnl_lifetime_ms: int = Field(6000, ge=50)
     dnl_max_entries: int = Field(1 << 20, ge=1)
     strategy_choice_max_entries: int = Field(1000, ge=1)
+    rib_max_routes: int = Field(100_000, ge=1)
 
 
 class ForwarderConfig(_Strict):
@@ -133,6 +163,11 @@ class ForwarderConfig(_Strict):
     default_strategy: str = "best-route"
     strategies: list[StrategyConfig] = Field(default_factory=list)
     tick_ms: int = Field(20, ge=1, le=1000, description="period of the PIT expiry timer")
+
+    @property
+    def effective_listen(self) -> ListenConfig:
+        """``listen`` as given, or NFD's default places when the config does not mention it."""
+        return self.listen if "listen" in self.model_fields_set else default_listen()
 
     def model_post_init(self, __context: Any) -> None:
         face_uris = {f.uri for f in self.faces}

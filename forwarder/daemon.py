@@ -20,11 +20,20 @@ import time
 from collections import Counter
 from typing import Any
 
-from forwarder.config import FaceConfig, ForwarderConfig, parse_host_port
+from forwarder.config import (
+    NFD_SOCKET,
+    FaceConfig,
+    ForwarderConfig,
+    default_unix_socket,
+    parse_host_port,
+)
 from forwarder.face.face import Face
 from forwarder.face.face_table import FaceTable
 from forwarder.face.shaper import ShaperConfig as FaceShaperConfig
 from forwarder.fw.forwarder import Forwarder
+from forwarder.mgmt.manager import install_management
+from forwarder.mgmt.mgmt_face import ManagementFace
+from forwarder.mgmt.rib import ORIGIN_STATIC, ROUTE_CHILD_INHERIT, Rib, Route
 from forwarder.table.limits import TableLimits
 from icn.errors import ConfigError, FaceError
 from icn.log import setup_logging
@@ -69,12 +78,15 @@ def _face_shaper(face_cfg: FaceConfig) -> FaceShaperConfig | None:
     )
 
 
-def _prepare_unix_path(path: str) -> None:
-    """Remove a stale socket file left by a crashed daemon; refuse if one is still serving."""
+def _prepare_unix_path(path: str, create_dir: bool = False) -> None:
+    """Remove a stale socket file left by a crashed daemon; refuse if one is still serving.
+    ``create_dir``: make the parent directory (the default socket's, e.g. /run/nfd)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         parent = os.path.dirname(path) or "."
+        if create_dir:
+            os.makedirs(parent, mode=0o755, exist_ok=True)
         if not os.path.isdir(parent):
             raise ConfigError(
                 f"listen.unix: directory {parent} does not exist; create it or choose another path"
@@ -103,16 +115,29 @@ class ForwarderDaemon:
         self.fw = Forwarder(
             table_limits(config), self.counters, default_strategy=config.default_strategy
         )
+        self.rib = Rib(
+            self.fw.fib,
+            max_routes=config.tables.rib_max_routes,
+            clock=self.fw.clock,
+            counters=self.counters,
+        )
         self.faces = FaceTable(
             self.counters,
             sink=self.fw,
-            on_face_closed=self.fw.remove_face,
+            on_face_closed=self._face_closed,
             on_face_added=self.fw.add_face,
         )
+        self.mgmt: ManagementFace | None = None
         self.started_at = time.time()
         self._tick_handle: asyncio.TimerHandle | None = None
         self._stopped: asyncio.Event | None = None
         self.listen_uris: list[str] = []
+
+    def _face_closed(self, face_id: int) -> None:
+        # The forwarder drops the face's PIT records and FIB hops; the RIB its routes (an app
+        # that disconnects leaves no route behind).
+        self.fw.remove_face(face_id)
+        self.rib.remove_face(face_id)
 
     async def start(self) -> None:
         """Open listeners and static faces, install routes and strategies, start timers."""
@@ -122,14 +147,18 @@ class ForwarderDaemon:
         try:
             for prefix_cfg in cfg.strategies:
                 self.fw.set_strategy(from_uri(prefix_cfg.prefix), prefix_cfg.strategy)
-            for hp in cfg.listen.udp:
+            self.mgmt = install_management(self)
+            listen = cfg.effective_listen
+            for hp in listen.udp:
                 self.listen_uris.append((await self.faces.listen(_ip_uri("udp", hp))).local_uri)
-            for hp in cfg.listen.tcp:
+            for hp in listen.tcp:
                 self.listen_uris.append((await self.faces.listen(_ip_uri("tcp", hp))).local_uri)
-            if cfg.listen.unix:
-                path = os.path.abspath(cfg.listen.unix)
-                _prepare_unix_path(path)
+            if listen.unix:
+                path = os.path.abspath(listen.unix)
+                _prepare_unix_path(path, create_dir=listen.unix == default_unix_socket())
                 self.listen_uris.append((await self.faces.listen(f"unix://{path}")).local_uri)
+                # Any local user's apps may connect, as with NFD's socket.
+                os.chmod(path, 0o666)
             static: dict[str, Face] = {}
             for face_cfg in cfg.faces:
                 face = await self.faces.connect(face_cfg.uri)
@@ -139,7 +168,8 @@ class ForwarderDaemon:
                 static[face_cfg.uri] = face
             for route in cfg.routes:
                 face = static[route.face]
-                if not self.fw.fib.add_nexthop(from_uri(route.prefix), face.face_id, route.cost):
+                entry = Route(face.face_id, ORIGIN_STATIC, route.cost, ROUTE_CHILD_INHERIT)
+                if not self.rib.register(from_uri(route.prefix), entry):
                     raise ConfigError(
                         f"routes: FIB is full ({cfg.tables.fib_max_entries} entries); "
                         "raise tables.fib_max_entries"
@@ -164,6 +194,10 @@ class ForwarderDaemon:
             len(cfg.faces),
             len(cfg.routes),
         )
+        unix = cfg.effective_listen.unix
+        if unix and os.path.abspath(unix) != NFD_SOCKET:
+            path = os.path.abspath(unix)
+            log.info("point NDN apps here with NDN_CLIENT_TRANSPORT=unix://%s", path)
 
     def _schedule_tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -172,6 +206,9 @@ class ForwarderDaemon:
     def _tick(self) -> None:
         try:
             self.fw.tick()
+            nxt = self.rib.next_expiry()
+            if nxt is not None and nxt <= self.fw.clock():
+                self.rib.expire()
         except Exception:  # a bug, not bad input: keep forwarding, say so once per tick
             self.counters["daemon.tick_error"] += 1
             log.exception("error in the expiry timer")
@@ -184,6 +221,7 @@ class ForwarderDaemon:
             {
                 "pit.size": len(self.fw.pit),
                 "fib.size": len(self.fw.fib),
+                "rib.size": len(self.rib),
                 "cs.size": len(self.fw.cs),
                 "cs.bytes": self.fw.cs.bytes_used,
                 "dnl.size": len(self.fw.dnl),
@@ -212,6 +250,8 @@ class ForwarderDaemon:
             with contextlib.suppress(ValueError, RuntimeError):
                 loop.remove_signal_handler(sig)
         self.faces.close()
+        if self.mgmt is not None:
+            self.mgmt.dispatcher.close()
         await asyncio.sleep(0)  # let transports finish closing
         self.log_counters()
         log.info("forwarder stopped")

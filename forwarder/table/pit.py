@@ -229,6 +229,15 @@ class Pit:
                     return entry
         return None
 
+    def downstream_with_nonce(self, name: bytes, nonce: bytes | None) -> int | None:
+        """The face whose pending Interest for ``name`` carries ``nonce``: who asked, for an
+        internal producer (management) that must know its requester."""
+        for entry in self._by_name.get(name, ()):
+            for face_id, rec in entry.in_records.items():
+                if rec.nonce == nonce:
+                    return face_id
+        return None
+
     def find_matches(self, data: DataView) -> list[PitEntry]:
         """Every entry whose Interest ``data`` satisfies (MustBeFresh plays no part)."""
         by_name = self._by_name

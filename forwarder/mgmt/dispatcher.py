@@ -1,0 +1,206 @@
+"""The management dispatcher: ``/localhost/nfd/<module>/<verb>`` to a handler, and its answer.
+
+It sits behind the internal management face (:mod:`forwarder.mgmt.mgmt_face`), reached through
+the FIB like any producer, so PIT, scope rules (``/localhost`` only from local faces) and
+counters apply to management traffic as to any other.
+
+A *command* is a signed Interest carrying ControlParameters; it is validated (signature form,
+time window, replay) before its handler runs, and always answered with a ControlResponse Data
+named exactly as the command, unless it cannot be parsed at all (NFD drops those silently).  A
+*dataset* is answered with versioned segments (:mod:`forwarder.mgmt.dataset`); it needs no
+signature.  Unknown modules and verbs get 501 so tools fail fast instead of timing out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import TypeAlias
+
+from ndn.app_support.nfd_mgmt import ControlParametersValue
+
+from forwarder.mgmt.command_auth import CommandRejected, CommandValidator, parse_command
+from forwarder.mgmt.control import (
+    INTERNAL,
+    NOT_IMPLEMENTED,
+    OK,
+    ControlError,
+    decode_params,
+    encode_response,
+)
+from forwarder.mgmt.dataset import DatasetStore, is_versioned
+from icn import tlv_types as T
+from icn.encode import make_data
+from icn.errors import DecodeError
+from icn.packet import InterestView
+from icn.tlv import read_tl
+
+log = logging.getLogger(__name__)
+
+NFD = b"\x08\x03nfd"
+LOCALHOST = b"\x08\x09localhost"
+LOCALHOP = b"\x08\x08localhop"
+RESPONSE_FRESHNESS_MS = 1000
+
+CommandResult: TypeAlias = ControlParametersValue | Awaitable[ControlParametersValue]
+# handler(params, requester face id) -> response body (or an awaitable of it); raises ControlError
+CommandHandler: TypeAlias = Callable[[ControlParametersValue, int], CommandResult]
+# dataset(requester face id, extra name components after the verb) -> content bytes
+DatasetHandler: TypeAlias = Callable[[int, list[bytes]], bytes]
+# what the dispatcher answers through: (Data wire) -> None
+Reply: TypeAlias = Callable[[bytes], None]
+
+
+class Dispatcher:
+    """Routes management Interests to command and dataset handlers and sends their answers."""
+
+    def __init__(
+        self,
+        reply: Reply,
+        *,
+        validator: CommandValidator | None = None,
+        counters: Counter[str] | None = None,
+        store: DatasetStore | None = None,
+    ) -> None:
+        self.reply = reply
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        self.validator = validator or CommandValidator(counters=self.counters)
+        self.store = store or DatasetStore()
+        self.commands: dict[tuple[bytes, bytes], CommandHandler] = {}
+        self.datasets: dict[tuple[bytes, bytes], DatasetHandler] = {}
+        self.localhop_modules: set[bytes] = {b"rib"}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def add_command(self, module: str, verb: str, handler: CommandHandler) -> None:
+        self.commands[(module.encode(), verb.encode())] = handler
+
+    def add_dataset(self, module: str, verb: str, handler: DatasetHandler) -> None:
+        self.datasets[(module.encode(), verb.encode())] = handler
+
+    # -- incoming ------------------------------------------------------------------------------
+
+    def handle(self, iv: InterestView, requester: int) -> None:
+        """One management Interest from face ``requester``.  Never raises."""
+        c = self.counters
+        c["mgmt.in_interest"] += 1
+        name, ends = iv.name, iv.name_ends
+        comps = [name[(ends[i - 1] if i else 0) : ends[i]] for i in range(min(len(ends), 4))]
+        if len(comps) < 4 or comps[1] != NFD:
+            c["mgmt.drop_not_management"] += 1
+            return
+        module, verb = _value(comps[2]), _value(comps[3])
+        if comps[0] == LOCALHOP and module not in self.localhop_modules:
+            self._respond(iv, NOT_IMPLEMENTED, "only rib commands are served under /localhop")
+            return
+        if (module, verb) in self.datasets:
+            self._dataset(iv, module, verb, requester)
+            return
+        handler = self.commands.get((module, verb))
+        if handler is None:
+            c["mgmt.unknown_command"] += 1
+            what = module.decode(errors="replace") + "/" + verb.decode(errors="replace")
+            self._respond(iv, NOT_IMPLEMENTED, f"unknown management command {what}")
+            return
+        try:
+            cmd = parse_command(iv.wire)
+        except DecodeError:
+            c["mgmt.drop_malformed_command"] += 1
+            return
+        except CommandRejected as exc:
+            c["mgmt.rejected_signature"] += 1
+            self._respond(iv, exc.status, exc.text)
+            return
+        try:
+            self.validator.check(cmd)
+            params = decode_params(cmd.params)
+        except CommandRejected as exc:
+            self._respond(iv, exc.status, exc.text)
+            return
+        except ControlError as exc:
+            c["mgmt.bad_params"] += 1
+            self._respond(iv, exc.status, exc.text, exc.body)
+            return
+        self._run(iv, handler, params, requester)
+
+    def _run(
+        self, iv: InterestView, handler: CommandHandler, params: ControlParametersValue, face: int
+    ) -> None:
+        try:
+            result = handler(params, face)
+        except ControlError as exc:
+            self.counters[f"mgmt.status_{exc.status}"] += 1
+            self._respond(iv, exc.status, exc.text, exc.body)
+            return
+        except Exception:  # a bug in a handler must not take the daemon down
+            log.exception("management handler failed")
+            self._respond(iv, INTERNAL, "internal error")
+            return
+        if isinstance(result, ControlParametersValue):
+            self.counters["mgmt.status_200"] += 1
+            self._respond(iv, OK, "OK", result)
+            return
+        task = asyncio.ensure_future(self._finish(iv, result))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, iv: InterestView, pending: Awaitable[ControlParametersValue]) -> None:
+        try:
+            body = await pending
+        except ControlError as exc:
+            self.counters[f"mgmt.status_{exc.status}"] += 1
+            self._respond(iv, exc.status, exc.text, exc.body)
+            return
+        except Exception:
+            log.exception("management handler failed")
+            self._respond(iv, INTERNAL, "internal error")
+            return
+        self.counters["mgmt.status_200"] += 1
+        self._respond(iv, OK, "OK", body)
+
+    def _dataset(self, iv: InterestView, module: bytes, verb: bytes, requester: int) -> None:
+        c = self.counters
+        if is_versioned(iv.name, iv.name_ends, 3):
+            # A follow-up for a segment already generated: from the store, else silence (NFD).
+            wire = self.store.lookup(iv.name, iv.can_be_prefix)
+            if wire is None:
+                c["mgmt.dataset_miss"] += 1
+                return
+            c["mgmt.dataset_segment"] += 1
+            self.reply(wire)
+            return
+        ends = iv.name_ends
+        extra = [iv.name[ends[i - 1] : ends[i]] for i in range(4, len(ends))]
+        try:
+            content = self.datasets[(module, verb)](requester, extra)
+        except ControlError as exc:
+            self._respond(iv, exc.status, exc.text, exc.body)
+            return
+        except Exception:
+            log.exception("management dataset failed")
+            self._respond(iv, INTERNAL, "internal error")
+            return
+        c["mgmt.dataset"] += 1
+        self.reply(self.store.publish(iv.name, content))
+
+    def _respond(
+        self,
+        iv: InterestView,
+        status: int,
+        text: str,
+        body: ControlParametersValue | None = None,
+    ) -> None:
+        content = encode_response(status, text, body)
+        self.reply(make_data(iv.name, content, freshness=RESPONSE_FRESHNESS_MS))
+        self.counters["mgmt.out_response"] += 1
+
+    def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+
+def _value(component: bytes) -> bytes:
+    """A generic component's TLV-VALUE (b"" for any other type: no module is named so)."""
+    typ, start, end = read_tl(component, 0, len(component))
+    return component[start:end] if typ == T.COMP_GENERIC else b""

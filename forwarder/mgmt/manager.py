@@ -1,0 +1,38 @@
+"""Assemble management for a daemon: dispatcher, every module, and the internal face."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from forwarder.mgmt import (
+    cs_module,
+    face_module,
+    fib_module,
+    rib_module,
+    status_module,
+    strategy_module,
+)
+from forwarder.mgmt.command_auth import CommandValidator
+from forwarder.mgmt.context import Managed
+from forwarder.mgmt.dispatcher import Dispatcher
+from forwarder.mgmt.mgmt_face import ManagementFace
+
+MODULES = (rib_module, face_module, fib_module, strategy_module, cs_module, status_module)
+
+
+def install_management(
+    ctx: Managed, *, defer: Callable[..., object] | None = None
+) -> ManagementFace:
+    """Create the management face of ``ctx``'s forwarder, attached and routed."""
+
+    def make_dispatcher(reply: Callable[[bytes], None]) -> Dispatcher:
+        dispatcher = Dispatcher(
+            reply, validator=CommandValidator(counters=ctx.counters), counters=ctx.counters
+        )
+        for module in MODULES:
+            module.install(dispatcher, ctx)
+        return dispatcher
+
+    face = ManagementFace(ctx.fw, make_dispatcher, defer=defer, counters=ctx.counters)
+    face.attach()
+    return face

@@ -1,0 +1,67 @@
+"""strategy-choice/set, strategy-choice/unset and the strategy-choice/list dataset."""
+
+from __future__ import annotations
+
+from ndn.app_support.nfd_mgmt import (
+    ControlParametersValue,
+    StrategyChoice,
+    StrategyChoiceMsg,
+)
+from ndn.app_support.nfd_mgmt import Strategy as StrategyMsg
+from ndn.encoding import Name
+
+from forwarder.fw.strategy_registry import resolve
+from forwarder.mgmt.context import Managed, checked_prefix
+from forwarder.mgmt.control import BAD_PARAMS, INTERNAL, NOT_FOUND, ControlError, set_name
+from forwarder.mgmt.dispatcher import Dispatcher
+from icn.errors import ConfigError
+from icn.name import from_uri
+
+
+def _strategy(name: str) -> StrategyMsg:
+    msg = StrategyMsg()
+    set_name(msg, from_uri(name))
+    return msg
+
+
+def install(dispatcher: Dispatcher, ctx: Managed) -> None:
+    def set_choice(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
+        prefix = checked_prefix(params)
+        if params.strategy is None or params.strategy.name is None:
+            raise ControlError(BAD_PARAMS, "strategy-choice/set needs a Strategy name")
+        wanted = Name.to_str(params.strategy.name)
+        try:
+            cls = resolve(wanted)
+        except ConfigError as exc:
+            raise ControlError(NOT_FOUND, str(exc)) from None
+        try:
+            ctx.fw.set_strategy(prefix, wanted)
+        except ConfigError as exc:
+            raise ControlError(INTERNAL, str(exc)) from None
+        body = ControlParametersValue()
+        set_name(body, prefix)
+        body.strategy = _strategy(cls.instance_name())
+        return body
+
+    def unset_choice(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
+        prefix = checked_prefix(params)
+        if not prefix:
+            raise ControlError(BAD_PARAMS, "the root prefix always has a strategy; set another")
+        ctx.fw.unset_strategy(prefix)
+        body = ControlParametersValue()
+        set_name(body, prefix)
+        return body
+
+    def choice_list(_requester: int, _extra: list[bytes]) -> bytes:
+        msg = StrategyChoiceMsg()
+        msg.strategy_choices = []
+        for prefix, strategy in sorted(ctx.fw.strategy_choice, key=lambda item: item[0]):
+            sc = StrategyChoice()
+            set_name(sc, prefix)
+            sc.strategy = _strategy(strategy.instance_name())
+            msg.strategy_choices.append(sc)
+        return bytes(msg.encode())
+
+    dispatcher.add_command("strategy-choice", "set", set_choice)
+    dispatcher.add_command("strategy-choice", "unset", unset_choice)
+    dispatcher.add_dataset("strategy-choice", "list", choice_list)
