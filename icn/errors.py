@@ -24,3 +24,52 @@ class ConfigError(IcnError):
 
 class FaceError(IcnError):
     """A face cannot be created or used (bad URI, address in use, closed)."""
+
+
+class ForwarderUnreachable(IcnError):
+    """No forwarder answers at the transport URI an app tried to connect to."""
+
+
+class InterestTimeout(IcnError):
+    """No Data came back for an Interest within its lifetime, retransmissions included."""
+
+    def __init__(self, name: str, attempts: int) -> None:
+        super().__init__(f"no Data for {name} after {attempts} Interest(s)")
+        self.name = name
+        self.attempts = attempts
+
+
+class InterestNack(IcnError):
+    """The network answered an Interest with a Nack; ``reason`` is the NackReason code."""
+
+    _REASONS = {0: "None", 50: "Congestion", 100: "Duplicate", 150: "NoRoute"}
+
+    def __init__(self, reason: int, name: str = "") -> None:
+        self.reason = reason
+        self.name = name
+        where = f" for {name}" if name else ""
+        super().__init__(f"Nack{where}: {self.reason_name} ({reason})")
+
+    @property
+    def reason_name(self) -> str:
+        """NoRoute, Duplicate, Congestion or None (also for reasons this side does not know)."""
+        return self._REASONS.get(self.reason, "None")
+
+
+class InterestCanceled(IcnError):
+    """A pending Interest was abandoned because the endpoint closed or lost its forwarder."""
+
+
+class TooManyPending(IcnError):
+    """The endpoint's table of pending Interests is full; wait for some to complete."""
+
+
+class CommandFailed(IcnError):
+    """A management command was refused: ``status`` is the ControlResponse StatusCode."""
+
+    def __init__(self, status: int, text: str, command: str = "") -> None:
+        self.status = status
+        self.text = text
+        self.command = command
+        what = f"{command}: " if command else ""
+        super().__init__(f"{what}{status} {text}".rstrip())

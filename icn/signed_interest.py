@@ -1,0 +1,130 @@
+"""Signed Interests of NDN packet format v0.3 (the form current NFD management commands use).
+
+The layout follows the spec's construction order: strip any ParametersSha256Digest component,
+add ApplicationParameters (empty if there are none), add InterestSignatureInfo, sign the name
+components plus everything from ApplicationParameters to the end of InterestSignatureInfo, add
+InterestSignatureValue, then append the digest of the whole parameters block to the name.
+
+NFD rejects a command whose SignatureTime is not strictly greater than the last one it saw from
+the same key, so times handed out by this module never repeat or go backwards within a process,
+even when two commands are built in the same millisecond or the clock steps back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+
+from icn import tlv_types as T
+from icn.errors import DecodeError, EncodeError
+from icn.name import component_ends
+from icn.signer import DIGEST_SHA256, Signer
+from icn.tlv import encode_nni_tlv, encode_tlv, encode_varnum, iter_tlvs
+
+SIGNATURE_NONCE_SIZE = 8
+
+_time_lock = threading.Lock()
+_last_sig_time = 0
+
+
+def next_signature_time(at_least: int | None = None) -> int:
+    """A SignatureTime (ms since the epoch) greater than every one returned before.
+
+    ``at_least`` is an explicit time the caller wants; it is honoured as given and moves the
+    floor, so later automatic times still increase.
+    """
+    global _last_sig_time
+    with _time_lock:
+        if at_least is not None:
+            _last_sig_time = max(_last_sig_time, at_least)
+            return at_least
+        now = time.time_ns() // 1_000_000
+        _last_sig_time = max(now, _last_sig_time + 1)
+        return _last_sig_time
+
+
+def _strip_params_digest(name: bytes) -> bytes:
+    """The name without ParametersSha256Digest components (a name copied from a received
+    signed Interest carries the old one, which must not be signed or duplicated)."""
+    try:
+        ends = component_ends(name)
+    except DecodeError as exc:
+        raise EncodeError(f"malformed name: {exc}") from None
+    parts = []
+    prev = 0
+    for end in ends:
+        if name[prev] != T.COMP_PARAMS_DIGEST:
+            parts.append(name[prev:end])
+        prev = end
+    return b"".join(parts)
+
+
+def _signature_info(signer: Signer, key_locator: bytes | None, nonce: bytes, when: int) -> bytes:
+    info = signer.signature_info()
+    if key_locator is not None:
+        if any(typ == T.KEY_LOCATOR for typ, _, _ in iter_tlvs(info, 0, len(info))):
+            raise EncodeError("the signer already sets a KeyLocator; do not pass key_locator")
+        info += encode_tlv(T.KEY_LOCATOR, encode_tlv(T.NAME, key_locator))
+    info += encode_tlv(T.SIGNATURE_NONCE, nonce)
+    info += encode_nni_tlv(T.SIGNATURE_TIME, when)
+    return encode_tlv(T.INTEREST_SIGNATURE_INFO, info)
+
+
+def make_signed_interest(
+    name: bytes,
+    *,
+    app_params: bytes = b"",
+    signer: Signer = DIGEST_SHA256,
+    sig_nonce: bytes | None = None,
+    sig_time_ms: int | None = None,
+    lifetime: int | None = None,
+    can_be_prefix: bool = False,
+    must_be_fresh: bool = False,
+    key_locator: bytes | None = None,
+    hop_limit: int | None = None,
+    forwarding_hint: list[bytes] | None = None,
+    nonce: bytes | None = None,
+) -> bytes:
+    """Encode a v0.3 signed Interest; ``name`` and ``key_locator`` are name values.
+
+    ``sig_nonce`` defaults to 8 random octets and ``sig_time_ms`` to now (strictly increasing
+    per process); ``lifetime`` None leaves InterestLifetime out (4 s by the spec).  The
+    ParametersSha256Digest component is appended last.  Raises EncodeError on bad fields.
+    """
+    name = _strip_params_digest(name)
+    if not name:
+        raise EncodeError("an Interest name needs at least one component")
+    if nonce is not None and len(nonce) != 4:
+        raise EncodeError(f"Nonce must be 4 octets, got {len(nonce)}")
+    if hop_limit is not None and not 0 <= hop_limit <= 255:
+        raise EncodeError(f"HopLimit must be in [0, 255], got {hop_limit}")
+    if sig_nonce is None:
+        sig_nonce = os.urandom(SIGNATURE_NONCE_SIZE)
+    elif not sig_nonce:
+        raise EncodeError("SignatureNonce needs at least one octet")
+    when = next_signature_time(sig_time_ms)
+
+    params = encode_tlv(T.APPLICATION_PARAMETERS, app_params)
+    sig_info = _signature_info(signer, key_locator, sig_nonce, when)
+    sig_value = encode_tlv(T.INTEREST_SIGNATURE_VALUE, signer.sign(name + params + sig_info))
+    block = params + sig_info + sig_value
+    full_name = name + b"\x02\x20" + hashlib.sha256(block).digest()
+
+    parts = [encode_tlv(T.NAME, full_name)]
+    if can_be_prefix:
+        parts.append(b"\x21\x00")
+    if must_be_fresh:
+        parts.append(b"\x12\x00")
+    if forwarding_hint:
+        hint = b"".join(encode_tlv(T.NAME, n) for n in forwarding_hint)
+        parts.append(encode_tlv(T.FORWARDING_HINT, hint))
+    parts.append(b"\x0a\x04" + (nonce if nonce is not None else os.urandom(4)))
+    if lifetime is not None:
+        parts.append(encode_nni_tlv(T.INTEREST_LIFETIME, lifetime))
+    if hop_limit is not None:
+        parts.append(b"\x22\x01" + bytes((hop_limit,)))
+    parts.append(block)
+    value = b"".join(parts)
+    return b"\x05" + encode_varnum(len(value)) + value
