@@ -163,6 +163,22 @@ class ForwarderConfig(_Strict):
     default_strategy: str = "best-route"
     strategies: list[StrategyConfig] = Field(default_factory=list)
     tick_ms: int = Field(20, ge=1, le=1000, description="period of the PIT expiry timer")
+    local_networks: list[str] = Field(
+        default_factory=lambda: ["127.0.0.0/8", "::1/128"],
+        description="IP networks whose UDP/TCP peers get local scope (/localhost, management)",
+    )
+
+    @field_validator("local_networks")
+    @classmethod
+    def _check_networks(cls, v: list[str]) -> list[str]:
+        for item in v:
+            try:
+                ipaddress.ip_network(item)
+            except ValueError:
+                raise ValueError(
+                    f"{item!r} is not a network in CIDR form, e.g. 127.0.0.0/8 or ::1/128"
+                ) from None
+        return v
 
     @property
     def effective_listen(self) -> ListenConfig:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import json
 import logging
 import os
@@ -126,6 +127,7 @@ class ForwarderDaemon:
             sink=self.fw,
             on_face_closed=self._face_closed,
             on_face_added=self.fw.add_face,
+            local_networks=tuple(ipaddress.ip_network(n) for n in config.local_networks),
         )
         self.mgmt: ManagementFace | None = None
         self.started_at = time.time()

@@ -76,6 +76,12 @@ class Face:
     def closed(self) -> bool:
         return self.transport.closed
 
+    def set_scope(self, is_local: bool) -> None:
+        """Local or non-local scope (the face table applies the operator's local networks)."""
+        self.is_local = is_local
+        self.link.is_local = is_local
+        self.transport.is_local = is_local
+
     @property
     def stats(self) -> FaceStats:
         return self.link.stats

@@ -16,7 +16,7 @@ from typing import Any
 from forwarder.face.face import Face
 from forwarder.face.stream import StreamListener, connect_stream
 from forwarder.face.udp import UdpListener, connect_udp
-from forwarder.face.uri import FaceUri, parse_face_uri
+from forwarder.face.uri import FaceUri, IpNetwork, in_networks, parse_face_uri, peer_host
 from forwarder.face_api import Counters, PacketSink
 from icn.errors import FaceError
 
@@ -37,8 +37,12 @@ class FaceTable:
         sink: PacketSink | None = None,
         on_face_closed: Callable[[int], object] | None = None,
         on_face_added: Callable[[Face], object] | None = None,
+        local_networks: tuple[IpNetwork, ...] | None = None,
     ) -> None:
         self.counters = counters
+        # IP peers inside these networks get local scope (/localhost traffic, management);
+        # None keeps the transports' own rule (loopback only).
+        self.local_networks = local_networks
         # the forwarder learns each face before the face can deliver its first packet
         self.on_face_added = on_face_added
         self.on_face_closed = on_face_closed
@@ -72,6 +76,10 @@ class FaceTable:
         elif face_id >= FIRST_FACE_ID or face_id <= 0 or face_id in self._faces:
             raise FaceError(f"face id {face_id} is taken or not a reserved id (1-255)")
         face.face_id = face_id
+        if self.local_networks is not None:
+            host = peer_host(face.remote_uri)
+            if host is not None:
+                face.set_scope(in_networks(host, self.local_networks))
         face.sink = self._sink
         face.on_closed = self._face_closed
         self._faces[face_id] = face

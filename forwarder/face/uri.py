@@ -122,3 +122,30 @@ def is_loopback(host: str) -> bool:
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         return addr.ipv4_mapped.is_loopback
     return addr.is_loopback
+
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+LOOPBACK_NETWORKS: tuple[IpNetwork, ...] = (
+    ipaddress.ip_network("127.0.0.0/8"),
+    ipaddress.ip_network("::1/128"),
+)
+
+
+def peer_host(remote_uri: str) -> str | None:
+    """The host of a udp/tcp face URI (brackets removed), None for unix/memory/internal."""
+    scheme, sep, rest = remote_uri.partition("://")
+    if not sep or not scheme.startswith(("udp", "tcp")):
+        return None
+    host = rest.rpartition(":")[0]
+    return host.strip("[]")
+
+
+def in_networks(host: str, networks: tuple[IpNetwork, ...]) -> bool:
+    """Whether ``host`` (an IP literal, IPv4-mapped allowed) is inside one of ``networks``."""
+    try:
+        addr = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return any(addr.version == net.version and addr in net for net in networks)
