@@ -236,8 +236,12 @@ class CommandValidator:
         self._keys: OrderedDict[bytes, int] = OrderedDict()  # key name -> last accepted time
         self._nonces: OrderedDict[tuple[bytes, bytes], int] = OrderedDict()  # -> its time
 
-    def check(self, cmd: SignedCommand) -> None:
-        """Accept ``cmd`` and remember it, or raise CommandRejected(403)."""
+    def check(self, cmd: SignedCommand, order_scope: bytes = b"") -> None:
+        """Accept ``cmd`` and remember it, or raise CommandRejected(403).
+
+        Times must increase per key name plus ``order_scope`` (the dispatcher scopes the shared
+        DigestSha256 key by requesting face); nonces are remembered per key name alone.
+        """
         now = self._clock()
         t = cmd.signature_time_ms
         if abs(t - now) > self.window_ms:
@@ -248,11 +252,12 @@ class CommandValidator:
         nonce_key = (cmd.key_name, cmd.signature_nonce)
         if nonce_key in nonces:
             raise self._fail("mgmt.auth_replay", "signature nonce already used")
-        last = self._keys.get(cmd.key_name)
+        order_key = cmd.key_name + order_scope
+        last = self._keys.get(order_key)
         if last is not None and t <= last:
             raise self._fail("mgmt.auth_not_increasing", "signature time not after the last one")
-        self._keys[cmd.key_name] = t
-        self._keys.move_to_end(cmd.key_name)
+        self._keys[order_key] = t
+        self._keys.move_to_end(order_key)
         while len(self._keys) > self.max_keys:
             self._keys.popitem(last=False)
         nonces[nonce_key] = t

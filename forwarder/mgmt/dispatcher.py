@@ -21,7 +21,12 @@ from typing import TypeAlias
 
 from ndn.app_support.nfd_mgmt import ControlParametersValue
 
-from forwarder.mgmt.command_auth import CommandRejected, CommandValidator, parse_command
+from forwarder.mgmt.command_auth import (
+    DIGEST_KEY_NAME,
+    CommandRejected,
+    CommandValidator,
+    parse_command,
+)
 from forwarder.mgmt.control import (
     INTERNAL,
     NOT_IMPLEMENTED,
@@ -34,6 +39,7 @@ from forwarder.mgmt.dataset import DatasetStore, is_versioned
 from icn import tlv_types as T
 from icn.encode import make_data
 from icn.errors import DecodeError
+from icn.name import generic
 from icn.packet import InterestView
 from icn.tlv import read_tl
 
@@ -112,8 +118,12 @@ class Dispatcher:
             c["mgmt.rejected_signature"] += 1
             self._respond(iv, exc.status, exc.text)
             return
+        # A digest "signature" names no signer, so every local app shares its key and its
+        # times only increase per app: order them per requesting face.  Nonces stay per key,
+        # so a command replayed from another face is still caught.
+        scope = generic(f"face={requester}") if cmd.key_name == DIGEST_KEY_NAME else b""
         try:
-            self.validator.check(cmd)
+            self.validator.check(cmd, scope)
             params = decode_params(cmd.params)
         except CommandRejected as exc:
             self._respond(iv, exc.status, exc.text)

@@ -89,3 +89,27 @@ def test_host_port_forms() -> None:
     assert parse_host_port("127.0.0.1") == ("127.0.0.1", 6363)
     with pytest.raises(ValueError, match="out of range"):
         parse_host_port("127.0.0.1:70000")
+
+
+def test_listen_defaults_apply_only_when_the_section_is_absent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/tmp/xdg-test")
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    default = config_from_dict({}).effective_listen
+    assert default.tcp == ["127.0.0.1:6363"] and default.udp == ["127.0.0.1:6363"]
+    assert default.unix == "/tmp/xdg-test/icn-fwd.sock"
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert config_from_dict({}).effective_listen.unix == "/run/nfd/nfd.sock"
+    given = config_from_dict({"listen": {"udp": ["127.0.0.1:7000"]}}).effective_listen
+    assert given.udp == ["127.0.0.1:7000"] and given.tcp == [] and given.unix is None
+    flags = build_fwd_config(None, None, ["127.0.0.1:7001"], [], None, None, [], [], [])
+    assert flags.effective_listen.tcp == [] and flags.effective_listen.unix is None
+    no_flags = build_fwd_config(None, None, [], [], None, None, [], [], [])
+    assert no_flags.effective_listen.unix == "/run/nfd/nfd.sock"
+
+
+def test_local_networks_must_be_cidr() -> None:
+    assert config_from_dict({}).local_networks == ["127.0.0.0/8", "::1/128"]
+    with pytest.raises(ConfigError, match=r"local_networks.*CIDR form"):
+        config_from_dict({"local_networks": ["loopback"]})

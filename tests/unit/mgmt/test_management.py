@@ -7,6 +7,7 @@ and the real dispatcher and modules; the app side reads the Data it gets back.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -387,3 +388,24 @@ def _final_block(wire: bytes) -> int:
                 p = e2
         pos = ve
     return -1
+
+
+async def test_digest_command_times_are_ordered_per_face_but_nonces_globally(
+    daemon: ForwarderDaemon,
+) -> None:
+    a, b = App(daemon), App(daemon)
+    when = int(time.time() * 1000)
+    # two apps signing in the same millisecond: both accepted (NFD would refuse the second)
+    a.send(make_signed_interest(_command_name("rib", "register", name="/a"), sig_time_ms=when))
+    b.send(make_signed_interest(_command_name("rib", "register", name="/b"), sig_time_ms=when))
+    assert (await a.response())["status_code"] == 200
+    assert (await b.response())["status_code"] == 200
+    # the same app going back in time is refused
+    a.send(make_signed_interest(_command_name("rib", "register", name="/c"), sig_time_ms=when))
+    assert (await a.response())["status_code"] == 403
+    # a nonce one face used, replayed by another face, is refused
+    name = _command_name("rib", "register", name="/d")
+    a.send(make_signed_interest(name, sig_nonce=b"nonce-01", sig_time_ms=when + 5))
+    assert (await a.response())["status_code"] == 200
+    b.send(make_signed_interest(name, sig_nonce=b"nonce-01", sig_time_ms=when + 6))
+    assert (await b.response())["status_code"] == 403
