@@ -29,17 +29,10 @@ _time_lock = threading.Lock()
 _last_sig_time = 0
 
 
-def next_signature_time(at_least: int | None = None) -> int:
-    """A SignatureTime (ms since the epoch) greater than every one returned before.
-
-    ``at_least`` is an explicit time the caller wants; it is honoured as given and moves the
-    floor, so later automatic times still increase.
-    """
+def next_signature_time() -> int:
+    """A SignatureTime (ms since the epoch) greater than every one returned before."""
     global _last_sig_time
     with _time_lock:
-        if at_least is not None:
-            _last_sig_time = max(_last_sig_time, at_least)
-            return at_least
         now = time.time_ns() // 1_000_000
         _last_sig_time = max(now, _last_sig_time + 1)
         return _last_sig_time
@@ -89,9 +82,10 @@ def make_signed_interest(
 ) -> bytes:
     """Encode a v0.3 signed Interest; ``name`` and ``key_locator`` are name values.
 
-    ``sig_nonce`` defaults to 8 random octets and ``sig_time_ms`` to now (strictly increasing
-    per process); ``lifetime`` None leaves InterestLifetime out (4 s by the spec).  The
-    ParametersSha256Digest component is appended last.  Raises EncodeError on bad fields.
+    ``sig_nonce`` defaults to 8 random octets and ``sig_time_ms`` to now, strictly increasing
+    per process (an explicit time is used as given); ``lifetime`` None leaves InterestLifetime
+    out (4 s by the spec).  The ParametersSha256Digest component is appended last.  Raises
+    EncodeError on bad fields.
     """
     name = _strip_params_digest(name)
     if not name:
@@ -104,7 +98,8 @@ def make_signed_interest(
         sig_nonce = os.urandom(SIGNATURE_NONCE_SIZE)
     elif not sig_nonce:
         raise EncodeError("SignatureNonce needs at least one octet")
-    when = next_signature_time(sig_time_ms)
+    # an explicit time is the caller's business and leaves the automatic sequence alone
+    when = next_signature_time() if sig_time_ms is None else sig_time_ms
 
     params = encode_tlv(T.APPLICATION_PARAMETERS, app_params)
     sig_info = _signature_info(signer, key_locator, sig_nonce, when)

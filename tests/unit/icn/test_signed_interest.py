@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import itertools
+import time
 from typing import Any
 
 import pytest
@@ -157,10 +158,13 @@ def test_defaults_empty_parameters_random_nonce_increasing_time() -> None:
     assert wires[0].count(b"\x24\x00") >= 1  # empty ApplicationParameters on the wire
 
 
-def test_explicit_time_moves_the_floor() -> None:
-    far = next_signature_time() + 10_000_000
-    assert next_signature_time(far) == far
-    assert next_signature_time() > far
+def test_explicit_times_leave_the_automatic_sequence_alone() -> None:
+    # a far-future explicit time must not push later commands outside NFD's +-2 min window
+    wire = make_signed_interest(from_uri("/a"), sig_time_ms=2**63)
+    assert parse_interest(wire)[3].signature_info.signature_time == 2**63
+    before = next_signature_time()
+    assert abs(before - time.time() * 1000) < 60_000
+    assert next_signature_time() > before
 
 
 @pytest.mark.parametrize(
