@@ -33,8 +33,11 @@ class ForwarderUnreachable(IcnError):
 class InterestTimeout(IcnError):
     """No Data came back for an Interest within its lifetime, retransmissions included."""
 
-    def __init__(self, name: str, attempts: int) -> None:
-        super().__init__(f"no Data for {name} after {attempts} Interest(s)")
+    def __init__(self, name: str, attempts: int, within: float | None = None) -> None:
+        if within is None:
+            super().__init__(f"no Data for {name} after {attempts} Interest(s)")
+        else:
+            super().__init__(f"no Data for {name} within {within} s")
         self.name = name
         self.attempts = attempts
 

@@ -1,0 +1,734 @@
+"""The app endpoint: one asyncio connection to a forwarder, for consumers and producers alike.
+
+It speaks what NFD's apps speak (bare TLVs back to back on Unix/TCP, one packet per UDP
+datagram) with the lean codec, so an app costs a few microseconds per packet.  The receive path
+runs in the protocol callback: no task per packet, one ``call_later`` timer per pending Interest,
+futures for results.  Bad input from the forwarder is counted in ``counters`` and dropped; a
+broken stream (a TLV header that cannot be framed) closes the endpoint and cancels what is
+pending, since nothing after it can be trusted.  Names are name values (:mod:`icn.name`) or URIs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import socket
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import icn.mgmt_client as mgmt_client
+from icn import tlv_types as T
+from icn.client_conf import ENV_VAR, is_local_transport, parse_transport, resolve_transport
+from icn.encode import make_interest
+from icn.errors import (
+    DecodeError,
+    EncodeError,
+    ForwarderUnreachable,
+    InterestCanceled,
+    InterestNack,
+    InterestTimeout,
+    TooManyPending,
+)
+from icn.lp import encode_lp, parse_lp
+from icn.name import component_ends, from_uri, segment, to_uri
+from icn.packet import DataView, InterestView, parse_data, parse_interest
+from icn.signed_interest import make_signed_interest
+from icn.tlv import frame_length, read_nni, read_tl
+
+log = logging.getLogger(__name__)
+
+Reply = Callable[[bytes], None]
+Handler = Callable[[InterestView, Reply], Awaitable[None] | None]
+NameLike = bytes | str
+
+DEFAULT_MAX_PENDING = 65536
+# Larger than any packet a forwarder sends (8800 plus LP header): such frames are skipped.
+MAX_FRAME = 1 << 20
+SEND_LIMIT = 8 << 20  # bytes queued in a stream transport before sends are dropped
+
+
+def as_name(name: NameLike) -> bytes:
+    """A URI (``/a/b``) or a name value, checked, as a name value."""
+    if isinstance(name, str):
+        return from_uri(name)
+    try:
+        component_ends(name)
+    except DecodeError as exc:
+        raise EncodeError(f"malformed name value {bytes(name).hex()}: {exc}") from None
+    return bytes(name)
+
+
+class _Pending:
+    """One expressed Interest awaiting Data: its wire (re-sent with a new Nonce), its timer."""
+
+    __slots__ = (
+        "attempts",
+        "digest",
+        "done",
+        "future",
+        "lifetime",
+        "mbf",
+        "name",
+        "nonce_pos",
+        "prefix",
+        "retries",
+        "timer",
+        "wire",
+    )
+
+    def __init__(self, iv: InterestView, retries: int, future: asyncio.Future[DataView]) -> None:
+        self.name = iv.name
+        self.prefix = iv.can_be_prefix
+        self.mbf = iv.must_be_fresh
+        self.digest = iv.last_component_type == T.COMP_IMPLICIT_DIGEST
+        self.wire = iv.wire
+        self.nonce_pos = iv.nonce_pos
+        self.lifetime = iv.lifetime / 1000.0
+        self.retries = retries
+        self.attempts = 0
+        self.future = future
+        self.timer: asyncio.TimerHandle | None = None
+        self.done = False
+
+
+class _Stream(asyncio.Protocol):
+    """Back-to-back TLV framing: VAR-NUMBER type and length, then exactly the value."""
+
+    def __init__(self, ep: Endpoint) -> None:
+        self.ep = ep
+        self.buf = bytearray()
+        self.skip = 0  # bytes still to discard of an oversized frame
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.ep._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        ep = self.ep
+        if self.skip:
+            n = min(self.skip, len(data))
+            self.skip -= n
+            data = data[n:]
+        buf = self.buf
+        src: bytes | bytearray = data
+        if buf:
+            buf += data
+            src = buf
+        end = len(src)
+        off = 0
+        while off < end and ep._transport is not None:
+            try:
+                size = frame_length(src, off, end)
+            except DecodeError:
+                ep._abort("bad TLV header from the forwarder")
+                return
+            if size is None or (size > end - off and size <= MAX_FRAME):
+                break
+            if size > MAX_FRAME:
+                ep.counters["drop_oversize"] += 1
+                self.skip = max(0, size - (end - off))
+                off = min(end, off + size)
+                continue
+            ep._receive(bytes(src[off : off + size]) if src is buf else data[off : off + size])
+            off += size
+        if src is buf:
+            del buf[:off]
+        elif off < end:
+            buf += data[off:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ep._lost(exc)
+
+
+class _Datagram(asyncio.DatagramProtocol):
+    def __init__(self, ep: Endpoint) -> None:
+        self.ep = ep
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.ep._transport = transport
+        self.ep._datagram = True
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        if data:
+            self.ep._receive(data)
+
+    def error_received(self, exc: Exception) -> None:
+        self.ep._socket_error(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ep._lost(exc)
+
+
+class Endpoint:
+    """A connection to a forwarder.  Create with ``await Endpoint.connect(uri)``."""
+
+    def __init__(self, uri: str, *, is_local: bool, max_pending: int = DEFAULT_MAX_PENDING):
+        self.uri = uri
+        self.is_local = is_local  # management goes to /localhost/nfd, else /localhop/nfd
+        self.max_pending = max_pending
+        self.counters: Counter[str] = Counter()
+        self.face_id: int | None = None  # learnt from the first rib/register reply
+        self._transport: asyncio.BaseTransport | None = None
+        self._datagram = False
+        self._open = True
+        self._closed = asyncio.get_running_loop().create_future()
+        self._pending: dict[bytes, list[_Pending]] = {}
+        self._n_pending = self._n_prefix = self._n_digest = 0
+        self._handlers: dict[bytes, Handler] = {}
+        self._depths: list[int] = []  # component counts of the handler prefixes, longest first
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    @classmethod
+    async def connect(
+        cls,
+        uri: str | None = None,
+        *,
+        connect_timeout: float = 3.0,
+        max_pending: int = DEFAULT_MAX_PENDING,
+    ) -> Endpoint:
+        """Connect to the forwarder at ``uri`` (default: NDN_CLIENT_TRANSPORT, client.conf,
+        NFD's socket).  ConfigError for a bad URI, ForwarderUnreachable if nobody answers."""
+        uri = resolve_transport(uri)
+        addr = parse_transport(uri)
+        loop = asyncio.get_running_loop()
+        unix = addr.scheme == "unix"
+        local = unix or await loop.run_in_executor(None, is_local_transport, uri)
+        ep = cls(uri, is_local=local, max_pending=max_pending)
+        family = {"4": socket.AF_INET, "6": socket.AF_INET6}.get(addr.scheme[-1], 0)
+        try:
+            async with asyncio.timeout(connect_timeout):
+                if unix:
+                    await loop.create_unix_connection(lambda: _Stream(ep), addr.host)
+                elif addr.scheme.startswith("tcp"):
+                    await loop.create_connection(
+                        lambda: _Stream(ep), addr.host, addr.port, family=family
+                    )
+                else:
+                    await loop.create_datagram_endpoint(
+                        lambda: _Datagram(ep), remote_addr=(addr.host, addr.port), family=family
+                    )
+        except (OSError, TimeoutError) as exc:
+            raise ForwarderUnreachable(
+                f"no forwarder at {uri} (is `icn fwd` running? set {ENV_VAR})"
+            ) from exc
+        return ep
+
+    async def __aenter__(self) -> Endpoint:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+        await self.wait_closed()
+
+    @property
+    def closed(self) -> bool:
+        return not self._open
+
+    @property
+    def pending(self) -> int:
+        """How many Interests await Data (bounded by ``max_pending``)."""
+        return self._n_pending
+
+    def close(self) -> None:
+        """Close the connection; pending expressions raise InterestCanceled."""
+        self._shutdown(f"endpoint to {self.uri} closed")
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)
+
+    # ---- consumer ------------------------------------------------------------------------
+
+    async def express(
+        self,
+        name: NameLike,
+        *,
+        lifetime_ms: int = T.DEFAULT_INTEREST_LIFETIME_MS,
+        can_be_prefix: bool = False,
+        must_be_fresh: bool = False,
+        app_params: bytes | None = None,
+        signed: bool = False,
+        hop_limit: int | None = None,
+        forwarding_hint: list[bytes] | None = None,
+        timeout: float | None = None,
+        retries: int = 0,
+    ) -> DataView:
+        """Send an Interest and return the Data that satisfies it.
+
+        Each transmission waits its lifetime; then it is re-sent with a fresh Nonce, up to
+        ``retries`` times, before InterestTimeout.  ``timeout`` bounds the whole call.  A Nack
+        raises InterestNack; closing the endpoint raises InterestCanceled.  Read the content
+        with :func:`data_content`.
+        """
+        rec = self.start(
+            name,
+            lifetime_ms=lifetime_ms,
+            can_be_prefix=can_be_prefix,
+            must_be_fresh=must_be_fresh,
+            app_params=app_params,
+            signed=signed,
+            hop_limit=hop_limit,
+            forwarding_hint=forwarding_hint,
+            retries=retries,
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                return await rec.future
+        except TimeoutError:
+            raise InterestTimeout(to_uri(rec.name), rec.attempts, timeout) from None
+        finally:
+            self.drop(rec)
+
+    def start(
+        self,
+        name: NameLike,
+        *,
+        lifetime_ms: int = T.DEFAULT_INTEREST_LIFETIME_MS,
+        can_be_prefix: bool = False,
+        must_be_fresh: bool = False,
+        app_params: bytes | None = None,
+        signed: bool = False,
+        hop_limit: int | None = None,
+        forwarding_hint: list[bytes] | None = None,
+        retries: int = 0,
+    ) -> _Pending:
+        """Send an Interest without waiting: the record's ``future`` gets the Data.  The caller
+        must :meth:`drop` the record when done with it (the window of :func:`fetch_segments`)."""
+        if self.closed:
+            raise InterestCanceled(f"endpoint to {self.uri} is closed")
+        if self._n_pending >= self.max_pending:
+            raise TooManyPending(f"{self._n_pending} Interests pending; wait for some to finish")
+        if lifetime_ms <= 0 or retries < 0:
+            raise EncodeError("lifetime_ms must be positive and retries not negative")
+        value = as_name(name)
+        if signed:
+            wire = make_signed_interest(
+                value,
+                app_params=app_params or b"",
+                lifetime=lifetime_ms,
+                can_be_prefix=can_be_prefix,
+                must_be_fresh=must_be_fresh,
+                hop_limit=hop_limit,
+                forwarding_hint=forwarding_hint,
+            )
+        else:
+            wire = make_interest(
+                value,
+                lifetime=lifetime_ms,
+                can_be_prefix=can_be_prefix,
+                must_be_fresh=must_be_fresh,
+                hop_limit=hop_limit,
+                forwarding_hint=forwarding_hint,
+                app_params=app_params,
+            )
+        iv = parse_interest(wire)
+        rec = _Pending(iv, retries, asyncio.get_running_loop().create_future())
+        self._pending.setdefault(rec.name, []).append(rec)
+        self._n_pending += 1
+        self._n_prefix += rec.prefix
+        self._n_digest += rec.digest
+        self._transmit(rec)
+        return rec
+
+    def drop(self, rec: _Pending) -> None:
+        """Forget a pending Interest (idempotent); an unfinished future is cancelled."""
+        if rec.done:
+            return
+        rec.done = True
+        if rec.timer is not None:
+            rec.timer.cancel()
+        recs = self._pending[rec.name]
+        recs.remove(rec)
+        if not recs:
+            del self._pending[rec.name]
+        self._n_pending -= 1
+        self._n_prefix -= rec.prefix
+        self._n_digest -= rec.digest
+        if not rec.future.done():
+            rec.future.cancel()
+
+    async def fetch_segments(
+        self,
+        name: NameLike,
+        *,
+        window: int = 8,
+        lifetime_ms: int = T.DEFAULT_INTEREST_LIFETIME_MS,
+        must_be_fresh: bool = True,
+        retries: int = 2,
+        timeout: float | None = None,
+        max_size: int = 256 << 20,
+    ) -> bytes:
+        """Fetch and reassemble a segmented object (``<name>[/<version>]/seg=<i>``).
+
+        The first Interest (CanBePrefix, MustBeFresh) learns the segment prefix and, from
+        FinalBlockId, the last segment; the others go by exact name, ``window`` in flight.
+        Without a FinalBlockId yet, segments are requested ahead until one says where the
+        object ends.  InterestTimeout/InterestNack as for :meth:`express`; ``timeout`` bounds
+        the whole fetch; DecodeError if the reply is not a segment or exceeds ``max_size``.
+        """
+        value = as_name(name)
+        try:
+            async with asyncio.timeout(timeout):
+                first = await self.express(
+                    value,
+                    can_be_prefix=True,
+                    must_be_fresh=must_be_fresh,
+                    lifetime_ms=lifetime_ms,
+                    retries=retries,
+                )
+                seg_prefix, first_seg = _split_segment(first.name, first.name_ends)
+                if first_seg is None:
+                    if first.name == value:  # a small object that is not segmented
+                        return data_content(first)
+                    raise DecodeError(f"{to_uri(first.name)} does not end in a segment number")
+                got = {first_seg: data_content(first)}
+                final = _segment_number(final_block_id(first))
+                return await self._fetch_rest(
+                    seg_prefix, got, final, window, max_size, lifetime_ms, retries
+                )
+        except TimeoutError:
+            raise InterestTimeout(to_uri(value), 0, timeout) from None
+
+    async def _fetch_rest(
+        self,
+        prefix: bytes,
+        got: dict[int, bytes],
+        final: int | None,
+        window: int,
+        max_size: int,
+        lifetime_ms: int,
+        retries: int,
+    ) -> bytes:
+        flight: dict[asyncio.Future[DataView], tuple[int, _Pending]] = {}
+        size, nxt = sum(map(len, got.values())), 0
+        try:
+            while True:
+                while len(flight) < max(window, 1) and (final is None or nxt <= final):
+                    if nxt not in got:
+                        name = prefix + segment(nxt)
+                        rec = self.start(name, lifetime_ms=lifetime_ms, retries=retries)
+                        flight[rec.future] = (nxt, rec)
+                    nxt += 1
+                if not flight:
+                    break
+                done, _ = await asyncio.wait(flight, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    seg, rec = flight.pop(fut)
+                    self.drop(rec)
+                    if final is not None and seg > final:
+                        continue  # asked for before the end was known
+                    dv = fut.result()  # InterestTimeout / InterestNack end the fetch
+                    got[seg] = content = data_content(dv)
+                    size += len(content)
+                    if size > max_size:
+                        raise DecodeError(f"{to_uri(prefix)} is larger than {max_size} bytes")
+                    last = _segment_number(final_block_id(dv))
+                    if last is not None and (final is None or last < final):
+                        final = last
+                        for f, (s, r) in list(flight.items()):
+                            if s > final:
+                                self.drop(r)
+                                del flight[f]
+        finally:
+            for _, rec in flight.values():
+                self.drop(rec)
+        if final is None or any(i not in got for i in range(final + 1)):
+            raise DecodeError(f"{to_uri(prefix)}: segments missing below FinalBlockId")
+        return b"".join(got[i] for i in range(final + 1))
+
+    def _transmit(self, rec: _Pending) -> None:
+        rec.attempts += 1
+        self._write(rec.wire)
+        rec.timer = asyncio.get_running_loop().call_later(rec.lifetime, self._expired, rec)
+
+    def _expired(self, rec: _Pending) -> None:
+        if rec.done:
+            return
+        if rec.retries > 0:
+            rec.retries -= 1
+            pos = rec.nonce_pos
+            rec.wire = rec.wire[:pos] + os.urandom(4) + rec.wire[pos + 4 :]
+            self.counters["retransmitted"] += 1
+            self._transmit(rec)
+            return
+        self.counters["timeout"] += 1
+        self._fail(rec, InterestTimeout(to_uri(rec.name), rec.attempts))
+
+    def _fail(self, rec: _Pending, exc: BaseException) -> None:
+        if not rec.future.done():  # before drop(), which cancels an unfinished future
+            rec.future.set_exception(exc)
+        self.drop(rec)
+
+    def _satisfy(self, rec: _Pending, dv: DataView) -> None:
+        if not rec.future.done():
+            rec.future.set_result(dv)
+        self.drop(rec)
+
+    # ---- producer ------------------------------------------------------------------------
+
+    async def register(
+        self, prefix: NameLike, handler: Handler, *, origin: int = 0, cost: int = 0
+    ) -> None:
+        """Serve ``prefix`` with ``handler``: route it here with ``rib/register`` (CommandFailed
+        if refused) and pass each Interest under it, by longest prefix, to the handler."""
+        value = as_name(prefix)
+        previous = self._handlers.get(value)
+        self.add_handler(value, handler)  # before the route exists, so no Interest is missed
+        try:
+            body = await mgmt_client.command(
+                self, "rib", "register", name=value, origin=origin, cost=cost
+            )
+        except BaseException:
+            self.remove_handler(value)
+            if previous is not None:
+                self.add_handler(value, previous)
+            raise
+        if self.face_id is None and isinstance(body.get("face_id"), int):
+            self.face_id = body["face_id"]
+
+    async def unregister(self, prefix: NameLike, *, origin: int = 0) -> None:
+        """Stop serving ``prefix`` and withdraw its route."""
+        value = as_name(prefix)
+        self.remove_handler(value)
+        await mgmt_client.command(self, "rib", "unregister", name=value, origin=origin)
+
+    def add_handler(self, prefix: NameLike, handler: Handler) -> None:
+        """Dispatch Interests under ``prefix`` to ``handler`` without touching the forwarder's
+        routes (reflexive Interests, or a route installed some other way)."""
+        value = as_name(prefix)
+        self._handlers[value] = handler
+        depth = len(component_ends(value))
+        if depth not in self._depths:
+            self._depths = sorted([*self._depths, depth], reverse=True)
+
+    def remove_handler(self, prefix: NameLike) -> None:
+        value = as_name(prefix)
+        if self._handlers.pop(value, None) is not None:
+            self._depths = sorted({len(component_ends(p)) for p in self._handlers}, reverse=True)
+
+    def put(self, wire: bytes) -> None:
+        """Send a Data packet (the whole TLV).  Dropped and counted once the endpoint is closed."""
+        if wire[:1] != b"\x06":
+            raise EncodeError("put() sends Data packets (TLV type 6)")
+        self._write(wire)
+
+    # ---- receive path ----------------------------------------------------------------------
+
+    def _receive(self, wire: bytes) -> None:
+        try:
+            self._dispatch(wire)
+        except Exception:  # a bug, never bad input: keep the connection alive
+            self.counters["internal_error"] += 1
+            log.exception("endpoint %s: error handling a packet", self.uri)
+
+    def _dispatch(self, wire: bytes) -> None:
+        typ = wire[0]
+        token = None
+        if typ == T.LP_PACKET:
+            try:
+                lp = parse_lp(wire)
+            except DecodeError:
+                self.counters["drop_malformed"] += 1
+                return
+            if lp.fragment is None:
+                self.counters["drop_lp_no_fragment"] += 1
+                return
+            if lp.frag_count > 1:
+                self.counters["drop_lp_fragment"] += 1
+                return
+            if lp.nack_reason is not None:
+                self._on_nack(lp.fragment, lp.nack_reason)
+                return
+            wire, token = lp.fragment, lp.pit_token
+            typ = wire[0]
+        if typ == T.DATA:
+            self._on_data(wire)
+        elif typ == T.INTEREST:
+            self._on_interest(wire, token)
+        else:
+            self.counters["drop_unknown_type"] += 1
+
+    def _on_data(self, wire: bytes) -> None:
+        try:
+            dv = parse_data(wire)
+        except DecodeError:
+            self.counters["drop_malformed"] += 1
+            return
+        pending = self._pending
+        name = dv.name
+        hits = list(pending.get(name, ()))
+        if self._n_prefix:
+            for end in dv.name_ends[:-1]:
+                hits += [r for r in pending.get(name[:end], ()) if r.prefix]
+        if self._n_digest:
+            hits += pending.get(dv.full_name, ())
+        if not hits:
+            self.counters["drop_unsolicited_data"] += 1
+            return
+        self.counters["in_data"] += 1
+        for rec in hits:
+            self._satisfy(rec, dv)
+
+    def _on_nack(self, interest: bytes, reason: int) -> None:
+        try:
+            iv = parse_interest(interest)
+        except DecodeError:
+            self.counters["drop_malformed"] += 1
+            return
+        recs = self._pending.get(iv.name, [])
+        # NFD's rule: a Nack answers the transmission whose Nonce it carries; a Nack for an
+        # earlier transmission (since retransmitted) is stale.
+        match = next((r for r in recs if r.wire[r.nonce_pos : r.nonce_pos + 4] == iv.nonce), None)
+        if match is None:
+            self.counters["drop_unsolicited_nack"] += 1
+            return
+        self.counters["in_nack"] += 1
+        uri = to_uri(iv.name)
+        for rec in [r for r in recs if (r.prefix, r.mbf) == (match.prefix, match.mbf)]:
+            self._fail(rec, InterestNack(reason, uri))
+
+    def _on_interest(self, wire: bytes, token: bytes | None) -> None:
+        try:
+            iv = parse_interest(wire)
+        except DecodeError:
+            self.counters["drop_malformed"] += 1
+            return
+        handler = self._lookup(iv.name, iv.name_ends)
+        if handler is None:
+            self.counters["drop_no_handler"] += 1
+            return
+        self.counters["in_interest"] += 1
+        reply = self.put if token is None else self._reply_with(token)
+        try:
+            result = handler(iv, reply)
+        except Exception:
+            self.counters["handler_error"] += 1
+            log.exception("handler for %s failed", to_uri(iv.name))
+            return
+        if inspect.isawaitable(result):  # an async handler: the app chose a task per Interest
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(self._handler_done)
+
+    def _reply_with(self, token: bytes) -> Reply:
+        """Echo the PitToken the Interest came with, as python-ndn's v2 apps do."""
+
+        def reply(wire: bytes) -> None:
+            if wire[:1] != b"\x06":
+                raise EncodeError("reply() sends Data packets (TLV type 6)")
+            self._write(encode_lp(wire, pit_token=token))
+
+        return reply
+
+    def _handler_done(self, task: asyncio.Future[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.counters["handler_error"] += 1
+            log.error("handler failed", exc_info=task.exception())
+
+    def _lookup(self, name: bytes, ends: list[int]) -> Handler | None:
+        handlers = self._handlers
+        n = len(ends)
+        for depth in self._depths:
+            if depth <= n:
+                handler = handlers.get(name[: ends[depth - 1]] if depth else b"")
+                if handler is not None:
+                    return handler
+        return None
+
+    # ---- transport -------------------------------------------------------------------------
+
+    def _write(self, wire: bytes) -> None:
+        t = self._transport
+        if t is None:
+            self.counters["drop_closed"] += 1
+        elif self._datagram:  # asyncio's and uvloop's UDP transports share no base class
+            cast(asyncio.DatagramTransport, t).sendto(wire)
+        else:
+            stream = cast(asyncio.WriteTransport, t)
+            if stream.get_write_buffer_size() > SEND_LIMIT:
+                self.counters["drop_send_queue_full"] += 1
+            else:
+                stream.write(wire)
+
+    def _socket_error(self, exc: Exception) -> None:
+        self.counters["socket_error"] += 1
+        if isinstance(exc, ConnectionRefusedError):  # ICMP port unreachable: nobody there
+            msg = f"no forwarder at {self.uri} (is `icn fwd` running? set {ENV_VAR})"
+            self._fail_all(lambda: ForwarderUnreachable(msg))
+
+    def _abort(self, why: str) -> None:
+        self.counters["drop_bad_framing"] += 1
+        log.warning("endpoint %s: %s; closing", self.uri, why)
+        self._shutdown(f"connection to {self.uri} closed: {why}")
+
+    def _lost(self, exc: Exception | None) -> None:
+        if self._open:  # the forwarder went away
+            self.counters["connection_lost"] += 1
+            self._shutdown(f"connection to {self.uri} lost")
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def _shutdown(self, why: str) -> None:
+        if not self._open:
+            return
+        self._open = False
+        t, self._transport = self._transport, None
+        if t is not None:
+            t.close()  # connection_lost follows and resolves _closed
+        elif not self._closed.done():
+            self._closed.set_result(None)
+        self._fail_all(lambda: InterestCanceled(why))
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _fail_all(self, make: Callable[[], BaseException]) -> None:
+        for recs in list(self._pending.values()):
+            for rec in list(recs):
+                self._fail(rec, make())
+
+
+def data_content(data: DataView) -> bytes:
+    """The Content of a Data packet (DataView reads only what forwarding needs)."""
+    return _data_fields(data.wire)[0]
+
+
+def final_block_id(data: DataView) -> bytes | None:
+    """The FinalBlockId name component (whole TLV) of a Data packet, if any."""
+    return _data_fields(data.wire)[1]
+
+
+def _data_fields(wire: bytes) -> tuple[bytes, bytes | None]:
+    _, off, end = read_tl(wire, 0, len(wire))
+    off = read_tl(wire, off, end)[2]  # skip the Name
+    final = None
+    while off < end:
+        typ, vstart, vend = read_tl(wire, off, end)
+        if typ == T.META_INFO:
+            moff = vstart
+            while moff < vend:
+                mtyp, mstart, mend = read_tl(wire, moff, vend)
+                if mtyp == T.FINAL_BLOCK_ID:
+                    final = wire[mstart:mend]
+                moff = mend
+        elif typ == T.CONTENT:
+            return wire[vstart:vend], final
+        off = vend
+    return b"", final
+
+
+def _split_segment(name: bytes, ends: list[int]) -> tuple[bytes, int | None]:
+    """(name without its last component, that component's segment number or None)."""
+    start = ends[-2] if len(ends) > 1 else 0
+    return name[:start], _segment_number(name[start:])
+
+
+def _segment_number(component: bytes | None) -> int | None:
+    if not component or component[0] != T.COMP_SEGMENT:
+        return None
+    _, vstart, vend = read_tl(component, 0, len(component))
+    try:
+        return read_nni(component, vstart, vend)
+    except DecodeError:
+        return None
