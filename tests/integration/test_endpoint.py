@@ -20,7 +20,7 @@ from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from icn import mgmt_client as mgmt
 from icn import tlv_types as T
-from icn.encode import make_data
+from icn.encode import make_data, make_interest
 from icn.endpoint import Endpoint, data_content
 from icn.errors import (
     CommandFailed,
@@ -28,10 +28,11 @@ from icn.errors import (
     InterestCanceled,
     InterestNack,
     InterestTimeout,
+    TooManyPending,
 )
-from icn.lp import encode_lp, encode_nack
+from icn.lp import encode_lp, encode_nack, parse_lp
 from icn.name import from_uri, implicit_digest_component, segment, version
-from icn.packet import InterestView, parse_interest
+from icn.packet import InterestView, parse_data, parse_interest
 
 Reply = Callable[[bytes], None]
 Connect = Callable[[str], Awaitable[Endpoint]]
@@ -178,6 +179,16 @@ async def test_missing_forwarder_is_reported_in_one_line(workdir: Path) -> None:
             await ep.express("/x", timeout=3)
 
 
+async def test_connect_without_uri_follows_ndn_client_transport(
+    fwd: ForwarderDaemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NDN_CLIENT_TRANSPORT", uri_of(fwd, "tcp"))
+    async with await Endpoint.connect() as ep:
+        assert ep.uri == uri_of(fwd, "tcp") and ep.is_local
+        with pytest.raises(InterestNack):
+            await ep.express("/unrouted", timeout=5)
+
+
 async def test_close_cancels_pending(connect: Connect) -> None:
     producer, consumer = await connect("unix"), await connect("unix")
     await producer.register("/slow", lambda iv, reply: None)
@@ -310,3 +321,64 @@ async def test_status_datasets(connect: Connect, fwd: ForwarderDaemon) -> None:
     # the raw dataset is the reassembled content, every record there
     raw = await mgmt.dataset(producer, "faces", "list")
     assert {f["face_id"] for f in mgmt.parse_face_list(raw)} == {f["face_id"] for f in faces}
+
+
+async def test_dispatch_by_longest_prefix_async_handlers_and_pit_tokens(workdir: Path) -> None:
+    """A fake forwarder pushes Interests at the endpoint and reads back what it answers."""
+    replies: asyncio.Queue[bytes] = asyncio.Queue()
+    peer: list[asyncio.Transport] = []
+
+    class Fake(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            peer.append(cast(asyncio.Transport, transport))
+
+        def data_received(self, data: bytes) -> None:
+            replies.put_nowait(data)  # one small packet per write on loopback
+
+    path = str(workdir / "fake.sock")
+    server = await asyncio.get_running_loop().create_unix_server(Fake, path)
+
+    async def late(iv: InterestView, reply: Reply) -> None:
+        await asyncio.sleep(0.01)
+        reply(make_data(iv.name, b"late"))
+
+    def broken(iv: InterestView, reply: Reply) -> None:
+        raise RuntimeError("handler bug")
+
+    try:
+        async with await Endpoint.connect(f"unix://{path}", max_pending=1) as ep:
+            ep.add_handler("/a", echo(b"short"))
+            ep.add_handler("/a/b", echo(b"long"))
+            ep.add_handler("/late", late)
+            ep.add_handler("/broken", broken)
+            async with asyncio.timeout(2):
+                while not peer:  # the server side accepts a moment after the client connects
+                    await asyncio.sleep(0.005)
+            send = peer[0].write
+
+            async def ask(name: str, token: bytes | None = None) -> bytes:
+                wire = make_interest(from_uri(name))
+                send(wire if token is None else encode_lp(wire, pit_token=token))
+                async with asyncio.timeout(2):
+                    return await replies.get()
+
+            deepest = parse_data(await ask("/a/b/c"))
+            assert deepest.name == from_uri("/a/b/c") and data_content(deepest) == b"long"
+            assert b"short" in await ask("/a/x")
+            assert b"late" in await ask("/late/1")
+            lp = parse_lp(await ask("/a/t", token=b"\x01\x02\x03"))
+            assert lp.pit_token == b"\x01\x02\x03" and lp.fragment is not None
+            send(make_interest(from_uri("/broken/1")))
+            send(make_interest(from_uri("/nothing")))
+            assert b"short" in await ask("/a/after")  # still serving
+            assert ep.counters["handler_error"] == 1 and ep.counters["drop_no_handler"] == 1
+            ep.remove_handler("/a/b")
+            assert b"short" in await ask("/a/b/c")
+            first = asyncio.ensure_future(ep.express("/p", lifetime_ms=500))
+            await asyncio.sleep(0)
+            with pytest.raises(TooManyPending):
+                await ep.express("/q")
+            first.cancel()
+    finally:
+        server.close()
+        await server.wait_closed()
