@@ -61,7 +61,7 @@ def as_name(name: NameLike) -> bytes:
     return bytes(name)
 
 
-class _Pending:
+class PendingInterest:
     """One expressed Interest awaiting Data: its wire (re-sent with a new Nonce), its timer."""
 
     __slots__ = (
@@ -174,7 +174,7 @@ class Endpoint:
         self._datagram = False
         self._open = True
         self._closed = asyncio.get_running_loop().create_future()
-        self._pending: dict[bytes, list[_Pending]] = {}
+        self._pending: dict[bytes, list[PendingInterest]] = {}
         self._n_pending = self._n_prefix = self._n_digest = 0
         self._handlers: dict[bytes, Handler] = {}
         self._depths: list[int] = []  # component counts of the handler prefixes, longest first
@@ -292,7 +292,7 @@ class Endpoint:
         hop_limit: int | None = None,
         forwarding_hint: list[bytes] | None = None,
         retries: int = 0,
-    ) -> _Pending:
+    ) -> PendingInterest:
         """Send an Interest without waiting: the record's ``future`` gets the Data.  The caller
         must :meth:`drop` the record when done with it (the window of :func:`fetch_segments`)."""
         if self.closed:
@@ -323,7 +323,7 @@ class Endpoint:
                 app_params=app_params,
             )
         iv = parse_interest(wire)
-        rec = _Pending(iv, retries, asyncio.get_running_loop().create_future())
+        rec = PendingInterest(iv, retries, asyncio.get_running_loop().create_future())
         self._pending.setdefault(rec.name, []).append(rec)
         self._n_pending += 1
         self._n_prefix += rec.prefix
@@ -331,7 +331,7 @@ class Endpoint:
         self._transmit(rec)
         return rec
 
-    def drop(self, rec: _Pending) -> None:
+    def drop(self, rec: PendingInterest) -> None:
         """Forget a pending Interest (idempotent); an unfinished future is cancelled."""
         if rec.done:
             return
@@ -400,7 +400,7 @@ class Endpoint:
         lifetime_ms: int,
         retries: int,
     ) -> bytes:
-        flight: dict[asyncio.Future[DataView], tuple[int, _Pending]] = {}
+        flight: dict[asyncio.Future[DataView], tuple[int, PendingInterest]] = {}
         size, nxt = sum(map(len, got.values())), 0
         try:
             while True:
@@ -437,12 +437,12 @@ class Endpoint:
             raise DecodeError(f"{to_uri(prefix)}: segments missing below FinalBlockId")
         return b"".join(got[i] for i in range(final + 1))
 
-    def _transmit(self, rec: _Pending) -> None:
+    def _transmit(self, rec: PendingInterest) -> None:
         rec.attempts += 1
         self._write(rec.wire)
         rec.timer = asyncio.get_running_loop().call_later(rec.lifetime, self._expired, rec)
 
-    def _expired(self, rec: _Pending) -> None:
+    def _expired(self, rec: PendingInterest) -> None:
         if rec.done:
             return
         if rec.retries > 0:
@@ -455,12 +455,12 @@ class Endpoint:
         self.counters["timeout"] += 1
         self._fail(rec, InterestTimeout(to_uri(rec.name), rec.attempts))
 
-    def _fail(self, rec: _Pending, exc: BaseException) -> None:
+    def _fail(self, rec: PendingInterest, exc: BaseException) -> None:
         if not rec.future.done():  # before drop(), which cancels an unfinished future
             rec.future.set_exception(exc)
         self.drop(rec)
 
-    def _satisfy(self, rec: _Pending, dv: DataView) -> None:
+    def _satisfy(self, rec: PendingInterest, dv: DataView) -> None:
         if not rec.future.done():
             rec.future.set_result(dv)
         self.drop(rec)
