@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from apps import cli_mgmt
 from icn.errors import ConfigError, IcnError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="ICN forwarder and tools.")
@@ -204,6 +205,9 @@ def loadgen_consume(
     print(json.dumps(out), flush=True)
     if res.failed or res.received != res.requested:
         raise typer.Exit(1)
+
+
+cli_mgmt.register(app)  # status, face, route, strategy, cs
 
 
 def main() -> None:
