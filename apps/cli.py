@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from apps import cli_mgmt
+from apps import cli_mgmt, cli_tools
 from icn.errors import ConfigError, IcnError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="ICN forwarder and tools.")
@@ -208,6 +208,7 @@ def loadgen_consume(
 
 
 cli_mgmt.register(app)  # status, face, route, strategy, cs
+cli_tools.register(app)  # peek, poke, ping, ping-server
 
 
 def main() -> None:
