@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from apps.procs import ProcessGroup
@@ -144,3 +145,44 @@ def test_disconnected_apps_leave_no_route(
     after = fwd.counters()
     assert after["rib.size"] == before["rib.size"]
     assert after["fib.size"] == before["fib.size"]
+
+
+def test_nack_without_route_then_root_prefix_producer(
+    fwd: Forwarder, group: ProcessGroup, workdir: Path
+) -> None:
+    """With no route an appv2 consumer gets a NoRoute Nack (150) at once, not a timeout; once a
+    v1 producer registers the root prefix ``/`` (as ndn-python-repo does), the same consumer
+    fetches any name through it (v1 producer, appv2 consumer)."""
+    content = _content(workdir)
+    start = time.monotonic()
+    nacked = run_to_end(
+        group,
+        "v2-noroute",
+        program_argv(
+            "v2_consumer",
+            "/interop/noroute",
+            str(content),
+            "--count",
+            "1",
+            "--attempts",
+            "1",
+            "--lifetime-ms",
+            "8000",
+        ),
+        fwd.env,
+        check=False,
+    )
+    assert nacked.proc.returncode == 1
+    assert "InterestNack(150)" in nacked.output(), nacked.output()
+    assert time.monotonic() - start < 8, "waited for the lifetime instead of a Nack"
+
+    producer = group.start("v1-root", program_argv("v1_producer", "/", str(content)), fwd.env)
+    producer.wait_for("ready /", timeout=30, stream="stdout")
+    _registered_face(fwd, "/")
+    consumer = run_to_end(
+        group,
+        "v2-via-root",
+        program_argv("v2_consumer", "/interop/noroute", str(content), "--count", "2"),
+        fwd.env,
+    )
+    assert "result ok 2" in consumer.output()

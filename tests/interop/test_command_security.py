@@ -46,9 +46,8 @@ def test_replayed_and_stale_commands_get_403(fwd: Forwarder) -> None:
     """A signed rib/register is accepted once (200); the same bytes with only a new Interest
     Nonce (so the PIT does not take it for a duplicate) are refused (403: SignatureNonce and
     SignatureTime already used) and do not re-create the route, also when sent from another
-    face; a new command (later time) that
-    reuses the SignatureNonce is refused; commands signed 10 minutes in the past or the future
-    are refused and register nothing."""
+    face; a new command (later time) that reuses the SignatureNonce is refused; commands signed
+    10 minutes in the past or the future are refused and register nothing."""
     sig_nonce = 0x1122334455667788
     with RawFace.unix(fwd.socket) as face:
         register = command_interest(
