@@ -8,6 +8,7 @@ neither destroyed nor updated.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from ndn.app_support.nfd_mgmt import (
@@ -37,16 +38,23 @@ FACE_QUERY_FILTER = 0x96
 CONNECT_FAILED = 504  # NFD's code when the remote end cannot be reached
 
 
-def _persistency(face: Face) -> int:
-    return ON_DEMAND if face.on_demand else PERSISTENT
+def _int(value: Any) -> int:
+    """python-ndn decodes enum-typed fields (FacePersistency, FaceScope...) as Enum members."""
+    return int(value.value) if isinstance(value, Enum) else int(value)
 
 
-def _body(face: Face) -> ControlParametersValue:
+def _persistency(face: Face, permanent: set[int]) -> int:
+    if face.on_demand:
+        return ON_DEMAND
+    return PERMANENT if face.face_id in permanent else PERSISTENT
+
+
+def _body(face: Face, permanent: set[int]) -> ControlParametersValue:
     body = ControlParametersValue()
     body.face_id = face.face_id
     body.uri = face.remote_uri
     body.local_uri = face.local_uri
-    body.face_persistency = _persistency(face)
+    body.face_persistency = _persistency(face, permanent)
     body.flags = 0
     return body
 
@@ -73,13 +81,21 @@ def _matches(fs: FaceStatus, flt: Any) -> bool:
         return True
     for field in ("face_id", "uri", "local_uri", "face_scope", "face_persistency", "link_type"):
         want = getattr(flt, field)
-        if want is not None and getattr(fs, field) != want:
+        if want is not None and _plain(getattr(fs, field)) != _plain(want):
             return False
     scheme = flt.uri_scheme
     return scheme is None or str(fs.uri).split("://", 1)[0] == scheme
 
 
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
 def install(dispatcher: Dispatcher, ctx: Managed) -> None:
+    # Faces the operator made permanent: NFD keeps those up across errors; ours stay up anyway
+    # (persistent), so this only changes what is reported.
+    permanent: set[int] = set()
+
     async def create(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
         if not params.uri:
             raise ControlError(BAD_PARAMS, "faces/create needs a Uri such as udp4://host:6363")
@@ -89,17 +105,19 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
             raise ControlError(BAD_PARAMS, str(exc)) from None
         if not target.is_ip:
             raise ControlError(UNSUPPORTED_PROTOCOL, f"cannot create {target.scheme} faces")
-        persistency = params.face_persistency
-        if persistency is not None and int(persistency) == ON_DEMAND:
+        persistency = None if params.face_persistency is None else _int(params.face_persistency)
+        if persistency == ON_DEMAND:
             raise ControlError(UNSUPPORTED_PROTOCOL, "on-demand faces are made by listeners")
         existing = ctx.faces.find(str(target))
         if existing is not None:
-            raise ControlError(CONFLICT, "face exists", _body(existing))
+            raise ControlError(CONFLICT, "face exists", _body(existing, permanent))
         try:
             face = await ctx.faces.connect(target)
         except (FaceError, OSError) as exc:
             raise ControlError(CONNECT_FAILED, f"cannot connect to {target}: {exc}") from None
-        return _body(face)
+        if persistency == PERMANENT:
+            permanent.add(face.face_id)
+        return _body(face, permanent)
 
     def destroy(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
         if params.face_id is None:
@@ -110,6 +128,7 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         face = ctx.faces.get(face_id)
         if face is not None:  # an absent face is already destroyed: 200, as NFD
             face.close()
+        permanent.discard(face_id)
         body = ControlParametersValue()
         body.face_id = face_id
         return body
@@ -123,13 +142,17 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
             raise ControlError(BAD_PARAMS, "Flags needs a Mask saying which bits to change")
         if params.flags is not None and int(params.flags) & int(params.mask or 0):
             # LocalFields, LpReliability and CongestionMarking are not face options here.
-            raise ControlError(CONFLICT, "face flags are not supported", _body(face))
+            raise ControlError(CONFLICT, "face flags are not supported", _body(face, permanent))
         if params.face_persistency is not None:
-            persistency = int(params.face_persistency)
+            persistency = _int(params.face_persistency)
             if persistency not in (PERSISTENT, ON_DEMAND, PERMANENT):
                 raise ControlError(BAD_PARAMS, f"unknown FacePersistency {persistency}")
             face.transport.on_demand = persistency == ON_DEMAND
-        return _body(face)
+            if persistency == PERMANENT:
+                permanent.add(face.face_id)
+            else:
+                permanent.discard(face.face_id)
+        return _body(face, permanent)
 
     def listing(_requester: int, _extra: list[bytes]) -> bytes:
         return _encode_faces(None)
@@ -149,7 +172,7 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
             "is_local": True,
         }
         rows = [_face_status(mgmt, PERMANENT)]
-        rows += [_face_status(f.status(), _persistency(f)) for f in ctx.faces]
+        rows += [_face_status(f.status(), _persistency(f, permanent)) for f in ctx.faces]
         msg.face_status = [fs for fs in rows if _matches(fs, flt)]
         return bytes(msg.encode())
 

@@ -17,6 +17,7 @@ from ndn.app_support.nfd_mgmt import (
     ControlParameters,
     ControlParametersValue,
     CsInfo,
+    FacePersistency,
     FaceQueryFilter,
     FaceQueryFilterValue,
     FaceStatusMsg,
@@ -409,3 +410,27 @@ async def test_digest_command_times_are_ordered_per_face_but_nonces_globally(
     assert (await a.response())["status_code"] == 200
     b.send(make_signed_interest(name, sig_nonce=b"nonce-01", sig_time_ms=when + 6))
     assert (await b.response())["status_code"] == 403
+
+
+async def test_face_persistency_enum_from_python_ndn_is_understood(daemon: ForwarderDaemon) -> None:
+    app = App(daemon)
+    resp = await app.command(
+        "faces", "create", uri="udp4://127.0.0.1:9", face_persistency=FacePersistency.PERMANENT
+    )
+    assert resp["status_code"] == 200
+    assert resp["face_persistency"] == FacePersistency.PERMANENT
+    flt = FaceQueryFilter()
+    flt.face_query_filter = FaceQueryFilterValue()
+    flt.face_query_filter.face_persistency = FacePersistency.PERMANENT
+    name = from_uri("/localhost/nfd/faces/query") + generic(bytes(flt.encode()))
+    app.send(make_interest(name, can_be_prefix=True))
+    rows = FaceStatusMsg.parse(_content(await app.next_packet())).face_status
+    assert [f.face_id for f in rows] == [1, resp["face_id"]]  # the management face too
+    upd = await app.command(
+        "faces", "update", face_id=resp["face_id"], face_persistency=FacePersistency.PERSISTENT
+    )
+    assert upd["status_code"] == 200 and upd["face_persistency"] == FacePersistency.PERSISTENT
+    on_demand = await app.command(
+        "faces", "create", uri="udp4://127.0.0.1:10", face_persistency=FacePersistency.ON_DEMAND
+    )
+    assert on_demand["status_code"] == 406
