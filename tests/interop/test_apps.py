@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from apps.procs import ProcessGroup
-from tests.interop.conftest import Forwarder
+from apps.topology import free_udp_port
+from tests.interop.conftest import Forwarder, start_forwarder
 from tests.interop.support import (
     face_ids,
     fib_nexthops,
@@ -186,3 +187,24 @@ def test_nack_without_route_then_root_prefix_producer(
         fwd.env,
     )
     assert "result ok 2" in consumer.output()
+
+
+def test_apps_over_udp(group: ProcessGroup, workdir: Path, ndn_home: Path) -> None:
+    """python-ndn's UDP transport (``udp://127.0.0.1:PORT``, one packet per datagram): an appv2
+    producer registers over UDP (a local face: loopback) and a v1 consumer fetches over UDP."""
+    port = free_udp_port()
+    fwd = start_forwarder(group, workdir, ndn_home, "--udp", f"127.0.0.1:{port}")
+    env = {**fwd.env, "NDN_CLIENT_TRANSPORT": f"udp://127.0.0.1:{port}"}
+    content = _content(workdir)
+    producer = group.start(
+        "v2-udp-producer", program_argv("v2_producer", "/interop/udp", str(content)), env
+    )
+    producer.wait_for("ready /interop/udp", timeout=30, stream="stdout")
+    _registered_face(fwd, "/interop/udp")
+    consumer = run_to_end(
+        group,
+        "v1-udp-consumer",
+        program_argv("v1_consumer", "/interop/udp", str(content), "--count", "3"),
+        env,
+    )
+    assert "result ok 3" in consumer.output()
