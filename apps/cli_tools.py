@@ -31,10 +31,11 @@ from apps.ctl_common import (
 )
 from icn import tlv_types as T
 from icn.encode import make_data
-from icn.endpoint import Endpoint, data_content
+from icn.endpoint import Endpoint
 from icn.errors import InterestNack, InterestTimeout
 from icn.name import generic, to_uri
 from icn.packet import DataView, InterestView
+from icn.segments import data_content
 
 # Room left in a Data packet for the content once the name, MetaInfo and signature are in.
 CONTENT_ROOM = T.MAX_PACKET_SIZE - 400

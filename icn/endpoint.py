@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import icn.mgmt_client as mgmt_client
 from icn import tlv_types as T
+from icn.app_protocols import DatagramProtocol, StreamProtocol
 from icn.client_conf import ENV_VAR, is_local_transport, parse_transport, resolve_transport
 from icn.encode import make_interest
 from icn.errors import (
@@ -33,10 +34,10 @@ from icn.errors import (
     TooManyPending,
 )
 from icn.lp import encode_lp, parse_lp
-from icn.name import component_ends, from_uri, segment, to_uri
+from icn.name import component_ends, from_uri, to_uri
 from icn.packet import DataView, InterestView, parse_data, parse_interest
+from icn.segments import fetch_segments
 from icn.signed_interest import make_signed_interest
-from icn.tlv import frame_length, read_nni, read_tl
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,6 @@ Handler = Callable[[InterestView, Reply], Awaitable[None] | None]
 NameLike = bytes | str
 
 DEFAULT_MAX_PENDING = 65536
-# Larger than any packet a forwarder sends (8800 plus LP header): such frames are skipped.
-MAX_FRAME = 1 << 20
 SEND_LIMIT = 8 << 20  # bytes queued in a stream transport before sends are dropped
 
 
@@ -94,73 +93,6 @@ class PendingInterest:
         self.done = False
 
 
-class _Stream(asyncio.Protocol):
-    """Back-to-back TLV framing: VAR-NUMBER type and length, then exactly the value."""
-
-    def __init__(self, ep: Endpoint) -> None:
-        self.ep = ep
-        self.buf = bytearray()
-        self.skip = 0  # bytes still to discard of an oversized frame
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.ep._transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        ep = self.ep
-        if self.skip:
-            n = min(self.skip, len(data))
-            self.skip -= n
-            data = data[n:]
-        buf = self.buf
-        src: bytes | bytearray = data
-        if buf:
-            buf += data
-            src = buf
-        end = len(src)
-        off = 0
-        while off < end and ep._transport is not None:
-            try:
-                size = frame_length(src, off, end)
-            except DecodeError:
-                ep._abort("bad TLV header from the forwarder")
-                return
-            if size is None or (size > end - off and size <= MAX_FRAME):
-                break
-            if size > MAX_FRAME:
-                ep.counters["drop_oversize"] += 1
-                self.skip = max(0, size - (end - off))
-                off = min(end, off + size)
-                continue
-            ep._receive(bytes(src[off : off + size]) if src is buf else data[off : off + size])
-            off += size
-        if src is buf:
-            del buf[:off]
-        elif off < end:
-            buf += data[off:]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.ep._lost(exc)
-
-
-class _Datagram(asyncio.DatagramProtocol):
-    def __init__(self, ep: Endpoint) -> None:
-        self.ep = ep
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.ep._transport = transport
-        self.ep._datagram = True
-
-    def datagram_received(self, data: bytes, addr: Any) -> None:
-        if data:
-            self.ep._receive(data)
-
-    def error_received(self, exc: Exception) -> None:
-        self.ep._socket_error(exc)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.ep._lost(exc)
-
-
 class Endpoint:
     """A connection to a forwarder.  Create with ``await Endpoint.connect(uri)``."""
 
@@ -200,14 +132,16 @@ class Endpoint:
         try:
             async with asyncio.timeout(connect_timeout):
                 if unix:
-                    await loop.create_unix_connection(lambda: _Stream(ep), addr.host)
+                    await loop.create_unix_connection(lambda: StreamProtocol(ep), addr.host)
                 elif addr.scheme.startswith("tcp"):
                     await loop.create_connection(
-                        lambda: _Stream(ep), addr.host, addr.port, family=family
+                        lambda: StreamProtocol(ep), addr.host, addr.port, family=family
                     )
                 else:
                     await loop.create_datagram_endpoint(
-                        lambda: _Datagram(ep), remote_addr=(addr.host, addr.port), family=family
+                        lambda: DatagramProtocol(ep),
+                        remote_addr=(addr.host, addr.port),
+                        family=family,
                     )
         except (OSError, TimeoutError) as exc:
             raise ForwarderUnreachable(
@@ -348,94 +282,9 @@ class Endpoint:
         if not rec.future.done():
             rec.future.cancel()
 
-    async def fetch_segments(
-        self,
-        name: NameLike,
-        *,
-        window: int = 8,
-        lifetime_ms: int = T.DEFAULT_INTEREST_LIFETIME_MS,
-        must_be_fresh: bool = True,
-        retries: int = 2,
-        timeout: float | None = None,
-        max_size: int = 256 << 20,
-    ) -> bytes:
-        """Fetch and reassemble a segmented object (``<name>[/<version>]/seg=<i>``).
-
-        The first Interest (CanBePrefix, MustBeFresh) learns the segment prefix and, from
-        FinalBlockId, the last segment; the others go by exact name, ``window`` in flight.
-        Without a FinalBlockId yet, segments are requested ahead until one says where the
-        object ends.  InterestTimeout/InterestNack as for :meth:`express`; ``timeout`` bounds
-        the whole fetch; DecodeError if the reply is not a segment or exceeds ``max_size``.
-        """
-        value = as_name(name)
-        try:
-            async with asyncio.timeout(timeout):
-                first = await self.express(
-                    value,
-                    can_be_prefix=True,
-                    must_be_fresh=must_be_fresh,
-                    lifetime_ms=lifetime_ms,
-                    retries=retries,
-                )
-                seg_prefix, first_seg = _split_segment(first.name, first.name_ends)
-                if first_seg is None:
-                    if first.name == value:  # a small object that is not segmented
-                        return data_content(first)
-                    raise DecodeError(f"{to_uri(first.name)} does not end in a segment number")
-                got = {first_seg: data_content(first)}
-                final = _segment_number(final_block_id(first))
-                return await self._fetch_rest(
-                    seg_prefix, got, final, window, max_size, lifetime_ms, retries
-                )
-        except TimeoutError:
-            raise InterestTimeout(to_uri(value), 0, timeout) from None
-
-    async def _fetch_rest(
-        self,
-        prefix: bytes,
-        got: dict[int, bytes],
-        final: int | None,
-        window: int,
-        max_size: int,
-        lifetime_ms: int,
-        retries: int,
-    ) -> bytes:
-        flight: dict[asyncio.Future[DataView], tuple[int, PendingInterest]] = {}
-        size, nxt = sum(map(len, got.values())), 0
-        try:
-            while True:
-                while len(flight) < max(window, 1) and (final is None or nxt <= final):
-                    if nxt not in got:
-                        name = prefix + segment(nxt)
-                        rec = self.start(name, lifetime_ms=lifetime_ms, retries=retries)
-                        flight[rec.future] = (nxt, rec)
-                    nxt += 1
-                if not flight:
-                    break
-                done, _ = await asyncio.wait(flight, return_when=asyncio.FIRST_COMPLETED)
-                for fut in done:
-                    seg, rec = flight.pop(fut)
-                    self.drop(rec)
-                    if final is not None and seg > final:
-                        continue  # asked for before the end was known
-                    dv = fut.result()  # InterestTimeout / InterestNack end the fetch
-                    got[seg] = content = data_content(dv)
-                    size += len(content)
-                    if size > max_size:
-                        raise DecodeError(f"{to_uri(prefix)} is larger than {max_size} bytes")
-                    last = _segment_number(final_block_id(dv))
-                    if last is not None and (final is None or last < final):
-                        final = last
-                        for f, (s, r) in list(flight.items()):
-                            if s > final:
-                                self.drop(r)
-                                del flight[f]
-        finally:
-            for _, rec in flight.values():
-                self.drop(rec)
-        if final is None or any(i not in got for i in range(final + 1)):
-            raise DecodeError(f"{to_uri(prefix)}: segments missing below FinalBlockId")
-        return b"".join(got[i] for i in range(final + 1))
+    async def fetch_segments(self, name: NameLike, **options: Any) -> bytes:
+        """Fetch and reassemble a segmented object: see :func:`icn.segments.fetch_segments`."""
+        return await fetch_segments(self, as_name(name), **options)
 
     def _transmit(self, rec: PendingInterest) -> None:
         rec.attempts += 1
@@ -687,48 +536,3 @@ class Endpoint:
         for recs in list(self._pending.values()):
             for rec in list(recs):
                 self._fail(rec, make())
-
-
-def data_content(data: DataView) -> bytes:
-    """The Content of a Data packet (DataView reads only what forwarding needs)."""
-    return _data_fields(data.wire)[0]
-
-
-def final_block_id(data: DataView) -> bytes | None:
-    """The FinalBlockId name component (whole TLV) of a Data packet, if any."""
-    return _data_fields(data.wire)[1]
-
-
-def _data_fields(wire: bytes) -> tuple[bytes, bytes | None]:
-    _, off, end = read_tl(wire, 0, len(wire))
-    off = read_tl(wire, off, end)[2]  # skip the Name
-    final = None
-    while off < end:
-        typ, vstart, vend = read_tl(wire, off, end)
-        if typ == T.META_INFO:
-            moff = vstart
-            while moff < vend:
-                mtyp, mstart, mend = read_tl(wire, moff, vend)
-                if mtyp == T.FINAL_BLOCK_ID:
-                    final = wire[mstart:mend]
-                moff = mend
-        elif typ == T.CONTENT:
-            return wire[vstart:vend], final
-        off = vend
-    return b"", final
-
-
-def _split_segment(name: bytes, ends: list[int]) -> tuple[bytes, int | None]:
-    """(name without its last component, that component's segment number or None)."""
-    start = ends[-2] if len(ends) > 1 else 0
-    return name[:start], _segment_number(name[start:])
-
-
-def _segment_number(component: bytes | None) -> int | None:
-    if not component or component[0] != T.COMP_SEGMENT:
-        return None
-    _, vstart, vend = read_tl(component, 0, len(component))
-    try:
-        return read_nni(component, vstart, vend)
-    except DecodeError:
-        return None

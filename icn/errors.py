@@ -5,6 +5,10 @@ drops the packet and counts it.  Bad input from a user (config, YAML, CLI) raise
 :class:`ConfigError` with a message that names the field and the fix.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 
 class IcnError(Exception):
     """Base class of every error raised by this project."""
@@ -70,9 +74,13 @@ class TooManyPending(IcnError):
 class CommandFailed(IcnError):
     """A management command was refused: ``status`` is the ControlResponse StatusCode."""
 
-    def __init__(self, status: int, text: str, command: str = "") -> None:
+    def __init__(
+        self, status: int, text: str, command: str = "", body: dict[str, Any] | None = None
+    ) -> None:
         self.status = status
         self.text = text
         self.command = command
+        # the ControlParameters of the refusal: a 409 for faces/create carries the existing face
+        self.body = body or {}
         what = f"{command}: " if command else ""
         super().__init__(f"{what}{status} {text}".rstrip())

@@ -34,6 +34,7 @@ from icn import endpoint as _endpoint
 from icn import tlv_types as T
 from icn.errors import CommandFailed, DecodeError, EncodeError
 from icn.name import components, generic, to_uri
+from icn.segments import data_content
 from icn.tlv import encode_tlv, read_tl
 
 if TYPE_CHECKING:
@@ -106,9 +107,9 @@ async def command(ep: Endpoint, module: str, verb: str, **params: Any) -> dict[s
     """
     name = command_name(module, verb, local=ep.is_local, **params)
     data = await ep.express(name, signed=True, lifetime_ms=COMMAND_LIFETIME_MS)
-    status, text, body = parse_control_response(_endpoint.data_content(data))
+    status, text, body = parse_control_response(data_content(data))
     if status >= 400:
-        raise CommandFailed(status, text, f"{module}/{verb}")
+        raise CommandFailed(status, text, f"{module}/{verb}", body)
     return body
 
 

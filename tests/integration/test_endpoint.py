@@ -21,7 +21,7 @@ from forwarder.daemon import ForwarderDaemon
 from icn import mgmt_client as mgmt
 from icn import tlv_types as T
 from icn.encode import make_data, make_interest
-from icn.endpoint import Endpoint, data_content
+from icn.endpoint import Endpoint
 from icn.errors import (
     CommandFailed,
     ForwarderUnreachable,
@@ -33,6 +33,7 @@ from icn.errors import (
 from icn.lp import encode_lp, encode_nack, parse_lp
 from icn.name import from_uri, implicit_digest_component, segment, version
 from icn.packet import InterestView, parse_data, parse_interest
+from icn.segments import data_content
 
 Reply = Callable[[bytes], None]
 Connect = Callable[[str], Awaitable[Endpoint]]
@@ -299,6 +300,10 @@ async def test_register_unregister_and_refused_commands(connect: Connect) -> Non
     with pytest.raises(CommandFailed) as info:  # refused: the handler is not left behind
         await producer.register("/x" * 40, echo())
     assert info.value.status >= 400 and len(producer._handlers) == 1
+    created = await mgmt.command(consumer, "faces", "create", uri="udp4://127.0.0.1:9")
+    with pytest.raises(CommandFailed) as info:  # 409 carries the existing face
+        await mgmt.command(consumer, "faces", "create", uri="udp4://127.0.0.1:9")
+    assert info.value.status == 409 and info.value.body["face_id"] == created["face_id"]
     await producer.unregister("/r")
     with pytest.raises(InterestNack):
         await consumer.express("/r/2", timeout=5)
