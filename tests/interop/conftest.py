@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from apps.procs import Child, ProcessGroup, icn_argv
+from apps.topology import free_udp_port
 from tests.interop.support import free_tcp_port, run_to_end, tool_argv
 
 IDENTITY = "/interop/test"
@@ -61,6 +62,7 @@ class Forwarder:
     child: Child
     socket: Path
     tcp_port: int
+    udp_port: int | None
     env: dict[str, str]  # HOME, NDN_CLIENT_TRANSPORT=unix://..., PIB/TPM for python-ndn children
 
     def counters(self) -> dict[str, int]:
@@ -69,27 +71,47 @@ class Forwarder:
     def env_over_tcp(self) -> dict[str, str]:
         return {**self.env, "NDN_CLIENT_TRANSPORT": f"tcp://127.0.0.1:{self.tcp_port}"}
 
+    def env_over_udp(self) -> dict[str, str]:
+        assert self.udp_port is not None, "start the forwarder with udp=True"
+        return {**self.env, "NDN_CLIENT_TRANSPORT": f"udp://127.0.0.1:{self.udp_port}"}
+
 
 def start_forwarder(
     group: ProcessGroup,
     workdir: Path,
     home: Path,
     *args: str,
+    udp: bool = False,
     config: dict[str, Any] | None = None,
     name: str = "fwd",
 ) -> Forwarder:
-    """``icn fwd --unix <workdir>/NAME.sock --tcp 127.0.0.1:<free>`` plus ``args``; wait ready."""
+    """``icn fwd --unix <workdir>/NAME.sock --tcp 127.0.0.1:<free> [--udp 127.0.0.1:<free>]``
+    plus ``args`` (and ``--config`` with ``config`` as YAML); wait until it is ready.
+
+    Free ports are picked by the kernel and then handed to the child, so another process may
+    take one in between: then the start is retried with new ports (at most 3 times).
+    """
     sock = workdir / f"{name}.sock"
-    port = free_tcp_port()
-    argv = ["fwd", "--unix", str(sock), "--tcp", f"127.0.0.1:{port}", *args]
+    cfg_args: list[str] = []
     if config is not None:
         cfg = workdir / f"{name}.yaml"
         cfg.write_text(yaml.safe_dump(config))
-        argv += ["--config", str(cfg)]
-    child = group.start(name, icn_argv(*argv))
-    child.wait_for("forwarder ready", timeout=30, stream="stderr")
+        cfg_args = ["--config", str(cfg)]
+    for attempt in range(3):
+        port = free_tcp_port()
+        udp_port = free_udp_port() if udp else None
+        argv = ["fwd", "--unix", str(sock), "--tcp", f"127.0.0.1:{port}", *args, *cfg_args]
+        if udp_port is not None:
+            argv += ["--udp", f"127.0.0.1:{udp_port}"]
+        child = group.start(name if attempt == 0 else f"{name}-retry{attempt}", icn_argv(*argv))
+        try:
+            child.wait_for("forwarder ready", timeout=30, stream="stderr")
+            break
+        except RuntimeError:
+            if attempt == 2 or "cannot listen on" not in child.errors():
+                raise
     env = {**pib_env(home), "NDN_CLIENT_TRANSPORT": f"unix://{sock}"}
-    return Forwarder(child, sock, port, env)
+    return Forwarder(child, sock, port, udp_port, env)
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from apps.procs import ProcessGroup
-from apps.topology import free_udp_port
 from tests.interop.conftest import Forwarder, start_forwarder
 from tests.interop.support import (
     face_ids,
@@ -192,9 +191,8 @@ def test_nack_without_route_then_root_prefix_producer(
 def test_apps_over_udp(group: ProcessGroup, workdir: Path, ndn_home: Path) -> None:
     """python-ndn's UDP transport (``udp://127.0.0.1:PORT``, one packet per datagram): an appv2
     producer registers over UDP (a local face: loopback) and a v1 consumer fetches over UDP."""
-    port = free_udp_port()
-    fwd = start_forwarder(group, workdir, ndn_home, "--udp", f"127.0.0.1:{port}")
-    env = {**fwd.env, "NDN_CLIENT_TRANSPORT": f"udp://127.0.0.1:{port}"}
+    fwd = start_forwarder(group, workdir, ndn_home, udp=True)
+    env = fwd.env_over_udp()
     content = _content(workdir)
     producer = group.start(
         "v2-udp-producer", program_argv("v2_producer", "/interop/udp", str(content)), env

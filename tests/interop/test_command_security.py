@@ -14,7 +14,6 @@ from ndn.security import DigestSha256Signer
 from ndn.utils import timestamp
 
 from apps.procs import ProcessGroup
-from apps.topology import free_udp_port
 from tests.interop.conftest import Forwarder, start_forwarder
 from tests.interop.support import (
     RawFace,
@@ -122,15 +121,11 @@ def test_localhost_command_from_non_local_face_is_dropped(
     """With ``local_networks: [127.0.0.1/32]`` a UDP peer at 127.0.0.2 is non-local: its
     /localhost/nfd/rib/register gets no reply, is counted in fw.drop_scope and changes neither
     RIB nor FIB; the same command from 127.0.0.1 (local) is answered 200 and registers."""
-    port = free_udp_port()
     fwd = start_forwarder(
-        group,
-        workdir,
-        ndn_home,
-        "--udp",
-        f"127.0.0.1:{port}",
-        config={"local_networks": ["127.0.0.1/32"]},
+        group, workdir, ndn_home, udp=True, config={"local_networks": ["127.0.0.1/32"]}
     )
+    assert fwd.udp_port is not None
+    port = fwd.udp_port
     before = fwd.counters()
     with RawFace.udp(("127.0.0.1", port), bind_host="127.0.0.2") as remote:
         cmd = command_interest("rib", "register", name="/interop/remote")
