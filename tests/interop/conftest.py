@@ -116,9 +116,15 @@ def start_forwarder(
 
 @pytest.fixture
 def group(workdir: Path) -> Iterator[ProcessGroup]:
-    """Processes of one test, stopped by PID (last started first) when it ends."""
+    """Processes of one test, stopped by PID (last started first) when it ends.
+
+    Afterwards no forwarder may have logged a traceback (a management handler or pipeline
+    error that the daemon survived is still a bug)."""
     with ProcessGroup(workdir) as g:
         yield g
+    for child in g.children:
+        if child.name.startswith("fwd"):
+            assert "Traceback" not in child.errors(), child.errors()[-5000:]
 
 
 @pytest.fixture
