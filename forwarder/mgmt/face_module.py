@@ -114,7 +114,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         try:
             face = await ctx.faces.connect(target)
         except (FaceError, OSError) as exc:
-            raise ControlError(CONNECT_FAILED, f"cannot connect to {target}: {exc}") from None
+            text = str(exc) if str(target) in str(exc) else f"cannot connect to {target}: {exc}"
+            raise ControlError(CONNECT_FAILED, text) from None
         if persistency == PERMANENT:
             permanent.add(face.face_id)
         return _body(face, permanent)
