@@ -144,6 +144,7 @@ class Dispatcher:
             self._respond(iv, exc.status, exc.text, exc.body)
             return
         except Exception:  # a bug in a handler must not take the daemon down
+            self.counters["mgmt.handler_error"] += 1
             log.exception("management handler failed")
             self._respond(iv, INTERNAL, "internal error")
             return
@@ -163,6 +164,7 @@ class Dispatcher:
             self._respond(iv, exc.status, exc.text, exc.body)
             return
         except Exception:
+            self.counters["mgmt.handler_error"] += 1
             log.exception("management handler failed")
             self._respond(iv, INTERNAL, "internal error")
             return
@@ -188,6 +190,7 @@ class Dispatcher:
             self._respond(iv, exc.status, exc.text, exc.body)
             return
         except Exception:
+            self.counters["mgmt.handler_error"] += 1
             log.exception("management dataset failed")
             self._respond(iv, INTERNAL, "internal error")
             return
