@@ -21,6 +21,7 @@ from typing import TypeAlias
 
 from ndn.app_support.nfd_mgmt import ControlParametersValue
 
+from forwarder.fw.forwarder_base import LOCALHOP
 from forwarder.mgmt.command_auth import (
     DIGEST_KEY_NAME,
     CommandRejected,
@@ -46,8 +47,6 @@ from icn.tlv import read_tl
 log = logging.getLogger(__name__)
 
 NFD = b"\x08\x03nfd"
-LOCALHOST = b"\x08\x09localhost"
-LOCALHOP = b"\x08\x08localhop"
 RESPONSE_FRESHNESS_MS = 1000
 
 CommandResult: TypeAlias = ControlParametersValue | Awaitable[ControlParametersValue]

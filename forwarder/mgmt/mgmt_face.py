@@ -81,12 +81,3 @@ class ManagementFace:
 
     def _reply(self, wire: bytes) -> None:
         self.fw.receive_data(MGMT_FACE_ID, wire, _NO_CACHE)
-
-    def status(self) -> dict[str, int | str | bool]:
-        return {
-            "face_id": MGMT_FACE_ID,
-            "remote_uri": MGMT_FACE_URI,
-            "local_uri": MGMT_FACE_URI,
-            "is_local": True,
-            "on_demand": False,
-        }
