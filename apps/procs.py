@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,12 @@ class Child:
     """One child process with stdout and stderr captured to files."""
 
     def __init__(
-        self, name: str, argv: list[str], workdir: Path, env: dict[str, str] | None = None
+        self,
+        name: str,
+        argv: list[str],
+        workdir: Path,
+        env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ):
         self.name = name
         self.argv = argv
@@ -30,7 +36,9 @@ class Child:
         self.stderr_path = workdir / f"{name}.err"
         full_env = {**os.environ, **(env or {})}
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env=full_env)
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=err, env=full_env, preexec_fn=preexec_fn
+            )
 
     @property
     def pid(self) -> int:

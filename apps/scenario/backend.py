@@ -1,0 +1,111 @@
+"""Where a scenario's processes run: the Backend interface and the local backend.
+
+A backend answers three questions for the runner: which address a node's forwarder listens on
+and is reached at over each link, how to start a process "on" a node, and what to build before
+and remove after a run.  The local backend (the default, no root) gives every node its own
+127.x.y.z address; links are UDP or TCP faces between those addresses, shaped in the face layer.
+The netns backend (:mod:`apps.scenario.netns`) gives every node a network namespace and every
+link a veth pair.
+
+Every child is started with PR_SET_PDEATHSIG, so no process outlives a launcher that is killed
+outright; the runner also stops each one by its PID on every exit path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import random
+import signal
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from apps.procs import Child
+from apps.scenario.schema import LinkSpec, Scenario
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when the launcher dies, however it dies."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class Backend(ABC):
+    """One run's placement of nodes and links.  ``setup`` before anything starts, ``teardown``
+    after everything stopped (it must also work after a partial ``setup``)."""
+
+    name: str
+
+    def __init__(self, scenario: Scenario, run_id: str, run_dir: Path) -> None:
+        self.scenario = scenario
+        self.run_id = run_id
+        self.run_dir = run_dir
+
+    @abstractmethod
+    def setup(self) -> None: ...
+
+    @abstractmethod
+    def teardown(self) -> None: ...
+
+    @abstractmethod
+    def listen_hosts(self, node: str) -> list[str]:
+        """IP addresses ``node``'s forwarder binds its UDP and TCP listeners to."""
+
+    @abstractmethod
+    def address_on(self, link: LinkSpec, node: str) -> str:
+        """The address at which ``node`` is reached by its neighbor over ``link``."""
+
+    def argv_for(self, node: str, argv: list[str]) -> list[str]:
+        """The command line that runs ``argv`` on ``node`` (e.g. inside its namespace)."""
+        return argv
+
+    def spawn(
+        self, node: str, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> Child:
+        """Start ``argv`` on ``node``; output goes to ``run_dir/logs/<name>.out|.err``."""
+        logs = self.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        return Child(name, self.argv_for(node, argv), logs, env, preexec_fn=die_with_parent)
+
+    def unix_socket(self, node: str) -> Path:
+        """The node forwarder's Unix socket, where its apps and the launcher connect."""
+        return self.run_dir / "sock" / f"{node}.sock"
+
+    def resources(self) -> list[str]:
+        """What ``teardown`` removes besides processes (for the run record and ``clean``)."""
+        return []
+
+
+class LocalBackend(Backend):
+    """Each node on its own loopback address 127.<a>.<b>.<i+1>, with <a>.<b> drawn per run so
+    two runs at once do not meet."""
+
+    name = "local"
+
+    def __init__(self, scenario: Scenario, run_id: str, run_dir: Path) -> None:
+        super().__init__(scenario, run_id, run_dir)
+        if len(scenario.nodes) > 250:
+            raise ValueError("the local backend places at most 250 nodes")
+        rng = random.Random(run_id)
+        a, b = rng.randrange(1, 255), rng.randrange(0, 255)
+        self.addresses = {
+            node: f"127.{a}.{b}.{i + 1}" for i, node in enumerate(scenario.nodes)
+        }
+
+    def setup(self) -> None:
+        (self.run_dir / "sock").mkdir(parents=True, exist_ok=True)
+
+    def teardown(self) -> None:
+        sock_dir = self.run_dir / "sock"
+        if sock_dir.is_dir():
+            for path in sock_dir.iterdir():
+                path.unlink(missing_ok=True)
+            sock_dir.rmdir()
+
+    def listen_hosts(self, node: str) -> list[str]:
+        return [self.addresses[node]]
+
+    def address_on(self, link: LinkSpec, node: str) -> str:
+        return self.addresses[node]

@@ -1,0 +1,359 @@
+"""The scenario file format (pydantic).  ``loader`` reads a file into it and explains errors.
+
+Every model forbids unknown fields, so a typo is reported instead of ignored.  Quantities take
+units (``10ms``, ``5%``, ``10Mbit``; see :mod:`apps.scenario.units`).  Checks that span sections
+(a link to a node that does not exist...) live in :func:`reference_errors`, which reports the
+path of the offending field so the loader can name its line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from apps.scenario.units import parse_duration, parse_probability, parse_rate
+from icn.errors import ConfigError
+from icn.name import from_uri
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Probability = Annotated[float, BeforeValidator(parse_probability)]
+Rate = Annotated[float, BeforeValidator(parse_rate)]
+
+NODE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# forwarder settings the launcher owns: a node's listen addresses, faces and routes follow from
+# the scenario's links and routes
+LAUNCHER_OWNED = ("listen", "faces", "routes")
+
+Loc = tuple[str | int, ...]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_prefix(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not a name prefix; write it like /app/data")
+    try:
+        from_uri(value)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+Prefix = Annotated[str, BeforeValidator(lambda v: _check_prefix(v) if isinstance(v, str) else v)]
+
+
+class NodeSpec(_Strict):
+    """One forwarder.  ``forwarder`` takes any field of the forwarder's config file except
+    listen, faces and routes, which the launcher derives from links and routes."""
+
+    cs_capacity: int | None = Field(None, ge=0, description="content store entries")
+    strategy: str | None = Field(None, description="default strategy, e.g. best-route")
+    forwarder: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("forwarder")
+    @classmethod
+    def _check_forwarder(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from forwarder.config import config_from_dict
+
+        owned = [k for k in LAUNCHER_OWNED if k in v]
+        if owned:
+            raise ValueError(
+                f"{', '.join(owned)}: set by the launcher from 'links' and 'routes'; remove it"
+            )
+        try:
+            config_from_dict(v, "forwarder")
+        except ConfigError as exc:
+            raise ValueError(str(exc).replace("invalid configuration in forwarder:", "")) from None
+        return v
+
+
+class LinkSpec(_Strict):
+    """A link between two nodes, shaped the same way in both directions."""
+
+    between: tuple[str, str] = Field(description="the two nodes, e.g. [a, b]")
+    transport: Literal["udp", "tcp"] = "udp"
+    delay: Duration = 0.0
+    jitter: Duration = 0.0
+    loss: Probability = 0.0
+    rate: Rate | None = None
+    cost: int = Field(1, ge=0, description="routing weight for routes: auto")
+    seed: int | None = Field(None, description="seed of the loss and jitter draws")
+
+    @field_validator("between")
+    @classmethod
+    def _two_nodes(cls, v: tuple[str, str]) -> tuple[str, str]:
+        if v[0] == v[1]:
+            raise ValueError(f"a link needs two different nodes, got [{v[0]}, {v[1]}]")
+        return v
+
+    @property
+    def name(self) -> str:
+        return f"{self.between[0]}-{self.between[1]}"
+
+
+class RouteSpec(_Strict):
+    """An explicit route: on ``node``, names under ``prefix`` go toward neighbor ``via``."""
+
+    node: str
+    prefix: Prefix
+    via: str
+    cost: int = Field(0, ge=0)
+
+
+class ProcessSpec(_Strict):
+    name: str
+    node: str
+    entry: str = Field(description="a Python callable as module:function")
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("entry")
+    @classmethod
+    def _check_entry(cls, v: str) -> str:
+        if not ENTRY.match(v):
+            raise ValueError(f"{v!r} is not module:function, e.g. apps.workloads:producer")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not NODE_NAME.match(v):
+            raise ValueError(f"{v!r}: use a letter then letters, digits, - or _ (32 at most)")
+        return v
+
+
+class ServiceSpec(ProcessSpec):
+    """A long-running process attached to a node (a producer, later function servers...)."""
+
+    announce: list[Prefix] = Field(
+        default_factory=list, description="prefixes served here; routes: auto routes them"
+    )
+    ready_timeout: Duration = 15.0
+
+
+ReportItem = Literal["latency", "throughput", "success"]
+
+
+class WorkloadSpec(ProcessSpec):
+    """A process started at ``start`` for ``duration`` (default: to the end of the run)."""
+
+    start: Duration = 0.0
+    duration: Duration | None = None
+    report: list[ReportItem] = Field(default_factory=lambda: ["latency", "throughput", "success"])
+
+
+FaultAction = Literal["kill", "restart", "cut", "restore", "shape"]
+LinkRef = Annotated[
+    tuple[str, str], BeforeValidator(lambda v: tuple(v.split("-", 1)) if isinstance(v, str) else v)
+]
+
+
+class FaultSpec(_Strict):
+    """At ``at`` seconds: kill or restart a node, cut or restore a link, or change its shaping.
+
+    Written with the action as the key: ``{at: 5s, kill: b}``, ``{at: 8s, cut: [a, b]}``,
+    ``{at: 9s, shape: [a, b], loss: 10%, delay: 20ms}``.
+    """
+
+    at: Duration
+    kill: str | None = None
+    restart: str | None = None
+    cut: LinkRef | None = None
+    restore: LinkRef | None = None
+    shape: LinkRef | None = None
+    delay: Duration | None = None
+    jitter: Duration | None = None
+    loss: Probability | None = None
+    rate: Rate | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> FaultSpec:
+        actions = [a for a in ("kill", "restart", "cut", "restore", "shape") if getattr(self, a)]
+        if len(actions) != 1:
+            got = ", ".join(actions) or "none"
+            raise ValueError(
+                f"a fault needs exactly one of kill, restart, cut, restore, shape (got {got})"
+            )
+        shaping = [f for f in ("delay", "jitter", "loss", "rate") if getattr(self, f) is not None]
+        if actions[0] != "shape" and shaping:
+            raise ValueError(f"{', '.join(shaping)}: only a 'shape' fault changes a link")
+        if actions[0] == "shape" and not shaping:
+            raise ValueError("a 'shape' fault needs at least one of delay, jitter, loss, rate")
+        return self
+
+    @property
+    def action(self) -> FaultAction:
+        for a in ("kill", "restart", "cut", "restore", "shape"):
+            if getattr(self, a):
+                return a  # type: ignore[return-value]
+        raise AssertionError("validated")
+
+    @property
+    def target(self) -> str | tuple[str, str]:
+        value = getattr(self, self.action)
+        return value if isinstance(value, str) else (value[0], value[1])
+
+    @property
+    def disruptive(self) -> bool:
+        return self.action in ("kill", "cut")
+
+    def describe(self) -> str:
+        t = self.target
+        what = t if isinstance(t, str) else f"{t[0]}-{t[1]}"
+        return f"{self.action} {what}"
+
+
+class Expectation(_Strict):
+    """What the run must show for a workload; a failed expectation fails the run."""
+
+    workload: str
+    min_success_ratio: Probability | None = None
+    max_p99_latency: Duration | None = None
+    min_throughput: float | None = Field(None, ge=0, description="successes per second")
+    max_recovery: Duration | None = Field(
+        None, description="after each kill or cut during the workload, time to the next success"
+    )
+
+    @model_validator(mode="after")
+    def _some_criterion(self) -> Expectation:
+        crit = ("min_success_ratio", "max_p99_latency", "min_throughput", "max_recovery")
+        if all(getattr(self, c) is None for c in crit):
+            raise ValueError(f"an expectation needs at least one of {', '.join(crit)}")
+        return self
+
+
+class ReportSpec(_Strict):
+    interval: Duration = Field(1.0, description="how often node counters are sampled")
+    plots: bool = True
+    expect: list[Expectation] = Field(default_factory=list)
+
+    @field_validator("interval")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if v < 0.1:
+            raise ValueError("sample at most every 100ms (e.g. interval: 1s)")
+        return v
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    backend: Literal["local", "netns"] = "local"
+    duration: Duration = 10.0
+    nodes: dict[str, NodeSpec]
+    links: list[LinkSpec] = Field(default_factory=list)
+    routes: Literal["auto"] | list[RouteSpec] = "auto"
+    reconverge_after: Duration | None = Field(
+        1.0,
+        description="routes: auto only; how long the emulated routing protocol takes to route "
+        "around a dead node or a cut link (null: never)",
+    )
+    services: list[ServiceSpec] = Field(default_factory=list)
+    workloads: list[WorkloadSpec] = Field(default_factory=list)
+    faults: list[FaultSpec] = Field(default_factory=list)
+    report: ReportSpec = ReportSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not NODE_NAME.match(v):
+            raise ValueError(f"{v!r}: use a letter then letters, digits, - or _ (32 at most)")
+        return v
+
+    @field_validator("nodes")
+    @classmethod
+    def _check_nodes(cls, v: dict[str, NodeSpec]) -> dict[str, NodeSpec]:
+        if not v:
+            raise ValueError("a scenario needs at least one node, e.g. nodes: {a: {}}")
+        for name in v:
+            if not NODE_NAME.match(name):
+                raise ValueError(
+                    f"node name {name!r}: use a letter then letters, digits, - or _ (32 at most)"
+                )
+        return v
+
+    @field_validator("duration")
+    @classmethod
+    def _check_duration(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("a scenario must run for some time, e.g. duration: 10s")
+        return v
+
+    def link_between(self, a: str, b: str) -> LinkSpec | None:
+        for link in self.links:
+            if set(link.between) == {a, b}:
+                return link
+        return None
+
+
+def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
+    """Cross-section mistakes, each with the path of the field at fault."""
+    errors: list[tuple[Loc, str]] = []
+    nodes = set(sc.nodes)
+    known = ", ".join(sorted(nodes))
+
+    def need_node(loc: Loc, name: str) -> bool:
+        if name in nodes:
+            return True
+        errors.append((loc, f"no node named {name!r}; the nodes are {known}"))
+        return False
+
+    pairs: dict[frozenset[str], int] = {}
+    for i, link in enumerate(sc.links):
+        ok = all([need_node(("links", i, "between", j), n) for j, n in enumerate(link.between)])
+        key = frozenset(link.between)
+        if ok and key in pairs:
+            errors.append(
+                (("links", i, "between"), f"nodes {link.name} are already linked by links.{pairs[key]}")
+            )
+        pairs.setdefault(key, i)
+
+    def need_link(loc: Loc, ref: tuple[str, str]) -> None:
+        if all([need_node(loc, n) for n in ref]) and frozenset(ref) not in pairs:
+            errors.append((loc, f"no link between {ref[0]} and {ref[1]}; add it under links"))
+
+    if isinstance(sc.routes, list):
+        for i, route in enumerate(sc.routes):
+            if need_node(("routes", i, "node"), route.node) and need_node(
+                ("routes", i, "via"), route.via
+            ):
+                if frozenset((route.node, route.via)) not in pairs:
+                    errors.append(
+                        (("routes", i, "via"), f"{route.via} is not a neighbor of {route.node}")
+                    )
+    names: dict[str, Loc] = {}
+    for section in ("services", "workloads"):
+        for i, proc in enumerate(getattr(sc, section)):
+            need_node((section, i, "node"), proc.node)
+            if proc.name in names:
+                prev = ".".join(str(p) for p in names[proc.name])
+                errors.append(((section, i, "name"), f"{proc.name!r} is already used by {prev}"))
+            names.setdefault(proc.name, (section, i))
+    for i, wl in enumerate(sc.workloads):
+        if wl.start >= sc.duration:
+            errors.append(
+                (("workloads", i, "start"), f"starts at or after the end of the run ({sc.duration:g}s)")
+            )
+    for i, fault in enumerate(sc.faults):
+        if fault.at >= sc.duration:
+            errors.append((("faults", i, "at"), f"at or after the end of the run ({sc.duration:g}s)"))
+        target = fault.target
+        if isinstance(target, str):
+            need_node(("faults", i, fault.action), target)
+        else:
+            need_link(("faults", i, fault.action), target)
+    workloads = {w.name for w in sc.workloads}
+    for i, exp in enumerate(sc.report.expect):
+        if exp.workload not in workloads:
+            errors.append(
+                (
+                    ("report", "expect", i, "workload"),
+                    f"no workload named {exp.workload!r}; the workloads are "
+                    f"{', '.join(sorted(workloads)) or 'none'}",
+                )
+            )
+    return errors
