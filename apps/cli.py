@@ -11,11 +11,13 @@ from typing import Annotated, Any
 import typer
 
 from apps import cli_mgmt, cli_tools
+from apps.cli_scenario import scenario_app
 from icn.errors import ConfigError, IcnError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="ICN forwarder and tools.")
 loadgen_app = typer.Typer(no_args_is_help=True, help="Lean consumer and producer for load tests.")
 app.add_typer(loadgen_app, name="loadgen")
+app.add_typer(scenario_app, name="scenario")
 
 
 def _fail(msg: str, code: int = 1) -> None:

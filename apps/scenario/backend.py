@@ -17,6 +17,7 @@ import ctypes
 import ctypes.util
 import random
 import signal
+import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -69,9 +70,21 @@ class Backend(ABC):
         logs.mkdir(parents=True, exist_ok=True)
         return Child(name, self.argv_for(node, argv), logs, env, preexec_fn=die_with_parent)
 
+    @property
+    def sock_dir(self) -> Path:
+        """Where the nodes' Unix sockets live: short and fixed, whatever ``run_dir`` is, since a
+        socket path may not exceed 107 bytes."""
+        return Path(tempfile.gettempdir()) / f"icn-{self.run_id}"
+
     def unix_socket(self, node: str) -> Path:
         """The node forwarder's Unix socket, where its apps and the launcher connect."""
-        return self.run_dir / "sock" / f"{node}.sock"
+        return self.sock_dir / f"{node}.sock"
+
+    def remove_sockets(self) -> None:
+        if self.sock_dir.is_dir():
+            for path in self.sock_dir.iterdir():
+                path.unlink(missing_ok=True)
+            self.sock_dir.rmdir()
 
     def resources(self) -> list[str]:
         """What ``teardown`` removes besides processes (for the run record and ``clean``)."""
@@ -90,19 +103,13 @@ class LocalBackend(Backend):
             raise ValueError("the local backend places at most 250 nodes")
         rng = random.Random(run_id)
         a, b = rng.randrange(1, 255), rng.randrange(0, 255)
-        self.addresses = {
-            node: f"127.{a}.{b}.{i + 1}" for i, node in enumerate(scenario.nodes)
-        }
+        self.addresses = {node: f"127.{a}.{b}.{i + 1}" for i, node in enumerate(scenario.nodes)}
 
     def setup(self) -> None:
-        (self.run_dir / "sock").mkdir(parents=True, exist_ok=True)
+        self.sock_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
 
     def teardown(self) -> None:
-        sock_dir = self.run_dir / "sock"
-        if sock_dir.is_dir():
-            for path in sock_dir.iterdir():
-                path.unlink(missing_ok=True)
-            sock_dir.rmdir()
+        self.remove_sockets()
 
     def listen_hosts(self, node: str) -> list[str]:
         return [self.addresses[node]]

@@ -308,7 +308,10 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
         key = frozenset(link.between)
         if ok and key in pairs:
             errors.append(
-                (("links", i, "between"), f"nodes {link.name} are already linked by links.{pairs[key]}")
+                (
+                    ("links", i, "between"),
+                    f"nodes {link.name} are already linked by links.{pairs[key]}",
+                )
             )
         pairs.setdefault(key, i)
 
@@ -336,11 +339,16 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
     for i, wl in enumerate(sc.workloads):
         if wl.start >= sc.duration:
             errors.append(
-                (("workloads", i, "start"), f"starts at or after the end of the run ({sc.duration:g}s)")
+                (
+                    ("workloads", i, "start"),
+                    f"starts at or after the end of the run ({sc.duration:g}s)",
+                )
             )
     for i, fault in enumerate(sc.faults):
         if fault.at >= sc.duration:
-            errors.append((("faults", i, "at"), f"at or after the end of the run ({sc.duration:g}s)"))
+            errors.append(
+                (("faults", i, "at"), f"at or after the end of the run ({sc.duration:g}s)")
+            )
         target = fault.target
         if isinstance(target, str):
             need_node(("faults", i, fault.action), target)

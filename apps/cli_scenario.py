@@ -1,0 +1,130 @@
+"""``icn scenario run|validate|clean``: launch a topology and an experiment from one YAML file."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from icn.errors import ConfigError, IcnError
+
+scenario_app = typer.Typer(
+    no_args_is_help=True,
+    help="Run topologies and experiments described in scenario YAML files.\n\n"
+    "Exit codes: 0 ran and every expectation held; 1 an expectation failed or a part of the "
+    "run failed; 2 the file is invalid; 130 interrupted (everything started was stopped).",
+)
+
+EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 1, 2, 130
+
+
+def _load(path: Path) -> Any:
+    from apps.scenario.loader import load_scenario
+
+    try:
+        return load_scenario(path)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+
+
+@scenario_app.command("validate")
+def validate(file: Annotated[Path, typer.Argument(help="scenario YAML file")]) -> None:
+    """Check a scenario file without starting anything."""
+    sc = _load(file)
+    typer.echo(
+        f"{file}: OK: {len(sc.nodes)} nodes, {len(sc.links)} links, {len(sc.services)} services, "
+        f"{len(sc.workloads)} workloads, {len(sc.faults)} faults, {sc.duration:g}s"
+    )
+
+
+@scenario_app.command("run")
+def run(
+    file: Annotated[Path, typer.Argument(help="scenario YAML file")],
+    backend: Annotated[
+        str | None, typer.Option(help="local (default, no root) or netns (root)")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="directory for the report, plots and logs")
+    ] = None,
+    plots: Annotated[bool, typer.Option(help="write PNG plots")] = True,
+) -> None:
+    """Run a scenario: a live view while it runs, then a summary, report.json and plots."""
+    from apps.scenario.report import render_summary, write_report
+    from apps.scenario.runner import ScenarioFailed, ScenarioRunner, default_out_dir
+
+    sc = _load(file)
+    if backend not in (None, "local", "netns"):
+        typer.echo(f"error: --backend {backend!r}: use local or netns", err=True)
+        raise typer.Exit(EXIT_INVALID)
+    console = Console()
+    out_dir = out or default_out_dir(sc)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:>5.1f}/{task.total:g}s"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+    def on_event(t: float, text: str) -> None:
+        progress.console.print(f"[dim]{t:7.2f}s[/] {text}")
+
+    runner = ScenarioRunner(sc, out_dir, backend=backend, on_event=on_event)
+    console.print(
+        f"[bold]scenario {sc.name}[/]: run {runner.run_id}, {runner.backend_kind} backend, "
+        f"output in {out_dir}"
+    )
+
+    async def main() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        bar = progress.add_task(sc.name, total=sc.duration)
+
+        async def tick() -> None:
+            while True:
+                progress.update(bar, completed=min(sc.duration, runner.now()))
+                await asyncio.sleep(0.25)
+
+        ticker = asyncio.ensure_future(tick())
+        try:
+            return await runner.run()
+        finally:
+            ticker.cancel()
+
+    try:
+        with progress:
+            report = asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        console.print(f"[yellow]interrupted[/]: every process stopped; logs in {out_dir}/logs")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except (ScenarioFailed, IcnError, OSError) as exc:
+        console.print(f"[red]error[/]: {exc}\nlogs in {out_dir}/logs")
+        raise typer.Exit(EXIT_FAILED) from None
+    render_summary(report, console)
+    paths = write_report(report, out_dir, plots=plots)
+    console.print("wrote " + ", ".join(str(p) for p in paths))
+    if not report.get("passed", True):
+        raise typer.Exit(EXIT_FAILED)
+
+
+@scenario_app.command("clean")
+def clean(
+    dry_run: Annotated[bool, typer.Option(help="only list what would be removed")] = False,
+) -> None:
+    """Remove what crashed runs left: their processes (by PID), namespaces and sockets."""
+    from apps.scenario.runs import clean as clean_runs
+
+    removed = clean_runs(dry_run=dry_run)
+    for line in removed:
+        typer.echo(line)
+    if not removed:
+        typer.echo("nothing to clean")

@@ -1,0 +1,193 @@
+"""The launcher's hand on the forwarders: link faces, their shaping, and routes, all set
+through each node's management protocol over its Unix socket (as an operator with nfdc would).
+
+``Fabric`` remembers what it installed so a reroute only sends the difference, and which face
+carries each link on each node so counters can be mapped back to links.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from apps.scenario.backend import Backend
+from apps.scenario.routing import RouteTable, route_diff
+from apps.scenario.schema import LinkSpec, Scenario
+from icn import mgmt_client
+from icn.endpoint import Endpoint
+from icn.errors import CommandFailed, IcnError
+
+log = logging.getLogger(__name__)
+
+FWD_PORT = 6363
+ORIGIN_NLSR = 128  # routes: auto plays the routing protocol's part
+ORIGIN_STATIC = 255
+CONFLICT = 409
+COMMAND_TIMEOUT = 8.0
+
+
+@dataclass
+class Shaping:
+    """A link's emulation, the same in both directions."""
+
+    delay: float = 0.0
+    jitter: float = 0.0
+    loss: float = 0.0
+    rate: float | None = None
+    seed: int | None = None
+
+    @classmethod
+    def of(cls, link: LinkSpec) -> Shaping:
+        return cls(link.delay, link.jitter, link.loss, link.rate, link.seed)
+
+    def params(self, cut: bool = False) -> dict[str, Any]:
+        return {
+            "delay_ms": self.delay * 1000,
+            "jitter_ms": self.jitter * 1000,
+            "loss": 1.0 if cut else self.loss,
+            "rate_mbps": self.rate / 1e6 if self.rate else None,
+            "seed": self.seed,
+        }
+
+
+def link_key(a: str, b: str) -> frozenset[str]:
+    return frozenset((a, b))
+
+
+class Fabric:
+    def __init__(self, sc: Scenario, backend: Backend) -> None:
+        self.sc = sc
+        self.backend = backend
+        self.endpoints: dict[str, Endpoint] = {}
+        # link name -> node -> face id of that node's face toward the other end
+        self.link_faces: dict[str, dict[str, int]] = {ln.name: {} for ln in sc.links}
+        self.shaping: dict[str, Shaping] = {ln.name: Shaping.of(ln) for ln in sc.links}
+        self.cut: set[str] = set()
+        # node -> prefix -> neighbor -> (face id, cost), as installed
+        self.installed: dict[str, dict[str, dict[str, tuple[int, int]]]] = {}
+        self.origin = ORIGIN_NLSR if sc.routes == "auto" else ORIGIN_STATIC
+
+    # ---- nodes -----------------------------------------------------------------------------
+
+    async def attach(self, node: str) -> None:
+        """Open the launcher's management connection to ``node``'s forwarder."""
+        old = self.endpoints.pop(node, None)
+        if old is not None:
+            old.close()
+        self.endpoints[node] = await Endpoint.connect(
+            f"unix://{self.backend.unix_socket(node)}", connect_timeout=5.0
+        )
+        self.installed[node] = {}
+
+    def detach(self, node: str) -> None:
+        """``node`` is gone: forget its connection, faces and routes."""
+        ep = self.endpoints.pop(node, None)
+        if ep is not None:
+            ep.close()
+        self.installed.pop(node, None)
+        for faces in self.link_faces.values():
+            faces.pop(node, None)
+
+    def close(self) -> None:
+        for node in list(self.endpoints):
+            self.detach(node)
+
+    async def command(self, node: str, module: str, verb: str, **params: Any) -> dict[str, Any]:
+        async with asyncio.timeout(COMMAND_TIMEOUT):
+            return await mgmt_client.command(self.endpoints[node], module, verb, **params)
+
+    # ---- links -----------------------------------------------------------------------------
+
+    def links_of(self, node: str) -> list[LinkSpec]:
+        return [ln for ln in self.sc.links if node in ln.between]
+
+    def neighbor_face(self, node: str, neighbor: str) -> int | None:
+        link = self.sc.link_between(node, neighbor)
+        return None if link is None else self.link_faces[link.name].get(node)
+
+    async def connect_link(self, link: LinkSpec) -> None:
+        """Faces on both ends of ``link`` (where both nodes are up), shaped."""
+        a, b = link.between
+        if a not in self.endpoints or b not in self.endpoints:
+            return
+        faces = self.link_faces[link.name]
+        scheme = "udp4" if link.transport == "udp" else "tcp4"
+        uri_of = {n: f"{scheme}://{self.backend.address_on(link, n)}:{FWD_PORT}" for n in (a, b)}
+        if link.transport == "udp":
+            for node, peer in ((a, b), (b, a)):
+                faces[node] = await self._create_face(node, uri_of[peer])
+        else:
+            # one TCP connection: a connects, b's side is the face its listener accepted
+            body = await self._create_face_body(a, uri_of[b])
+            faces[a] = int(body["face_id"])
+            faces[b] = await self._accepted_face(b, str(body.get("local_uri", "")))
+        await self.apply_shaping(link)
+
+    async def _create_face_body(self, node: str, uri: str) -> dict[str, Any]:
+        try:
+            return await self.command(node, "faces", "create", uri=uri, face_persistency=0)
+        except CommandFailed as exc:
+            if exc.status == CONFLICT and "face_id" in exc.body:
+                return exc.body
+            raise
+
+    async def _create_face(self, node: str, uri: str) -> int:
+        return int((await self._create_face_body(node, uri))["face_id"])
+
+    async def _accepted_face(self, node: str, remote_uri: str, timeout: float = 5.0) -> int:
+        async with asyncio.timeout(timeout):
+            while True:
+                faces = await mgmt_client.status(self.endpoints[node], "faces/list")
+                for f in faces:
+                    if f.get("uri") == remote_uri:
+                        return int(f["face_id"])
+                await asyncio.sleep(0.05)
+
+    async def apply_shaping(self, link: LinkSpec) -> None:
+        params = self.shaping[link.name].params(cut=link.name in self.cut)
+        for node, face_id in self.link_faces[link.name].items():
+            if node in self.endpoints:
+                async with asyncio.timeout(COMMAND_TIMEOUT):
+                    await mgmt_client.shape_face(self.endpoints[node], face_id, **params)
+
+    # ---- routes ----------------------------------------------------------------------------
+
+    async def install_routes(self, table: RouteTable) -> int:
+        """Make the live nodes' routes equal ``table``; returns the number of changes sent."""
+        current: RouteTable = {
+            node: {p: {nbr: cost for nbr, (_, cost) in hops.items()} for p, hops in pfx.items()}
+            for node, pfx in self.installed.items()
+        }
+        wanted: RouteTable = {n: t for n, t in table.items() if n in self.endpoints}
+        add, remove = route_diff(current, wanted)
+        # a neighbor reached through a new face (a restarted peer over TCP) needs a new route
+        for node, pfx in wanted.items():
+            for prefix, hops in pfx.items():
+                for nbr, cost in hops.items():
+                    have = self.installed.get(node, {}).get(prefix, {}).get(nbr)
+                    face = self.neighbor_face(node, nbr)
+                    if have and face is not None and have[0] != face:
+                        add.append((node, prefix, nbr, cost))
+        changes = 0
+        for node, prefix, nbr in remove:
+            face_id, _ = self.installed[node][prefix].pop(nbr)
+            try:
+                await self.command(
+                    node, "rib", "unregister", name=prefix, face_id=face_id, origin=self.origin
+                )
+            except (IcnError, TimeoutError) as exc:
+                log.warning("unregister %s via %s on %s: %s", prefix, nbr, node, exc)
+            changes += 1
+        for node, prefix, nbr, cost in add:
+            face_id = self.neighbor_face(node, nbr)
+            if face_id is None:
+                continue
+            await self.command(
+                node, "rib", "register", name=prefix, face_id=face_id, cost=cost,
+                origin=self.origin,
+            )  # fmt: skip
+            self.installed.setdefault(node, {}).setdefault(prefix, {})[nbr] = (face_id, cost)
+            changes += 1
+        return changes

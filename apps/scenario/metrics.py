@@ -1,0 +1,76 @@
+"""Node counters sampled through the status datasets, mapped onto the scenario's links."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from apps.scenario.fabric import Fabric
+from icn import mgmt_client
+from icn.errors import IcnError
+
+SAMPLE_TIMEOUT = 2.0
+NODE_FIELDS = (
+    "n_in_interests",
+    "n_out_interests",
+    "n_in_data",
+    "n_out_data",
+    "n_in_nacks",
+    "n_out_nacks",
+    "n_satisfied_interests",
+    "n_unsatisfied_interests",
+    "n_cs_entries",
+    "n_pit_entries",
+    "n_fib_entries",
+)
+
+
+async def _node_sample(fabric: Fabric, node: str) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    ep = fabric.endpoints[node]
+    async with asyncio.timeout(SAMPLE_TIMEOUT):
+        general = await mgmt_client.status(ep, "status/general")
+        faces = await mgmt_client.status(ep, "faces/list")
+    counters = {k: int(general.get(k, 0) or 0) for k in NODE_FIELDS}
+    return counters, faces
+
+
+async def sample(fabric: Fabric, t: float) -> dict[str, Any]:
+    """One sample: ``{"t", "nodes": {node: counters | None}, "links": {link: {"a>b": ...}}}``."""
+    nodes = list(fabric.sc.nodes)
+    live = [n for n in nodes if n in fabric.endpoints]
+    results = await asyncio.gather(*(_node_sample(fabric, n) for n in live), return_exceptions=True)
+    out_nodes: dict[str, dict[str, int] | None] = dict.fromkeys(nodes)
+    faces_of: dict[str, dict[int, dict[str, Any]]] = {}
+    for node, res in zip(live, results, strict=True):
+        if isinstance(res, BaseException):
+            if not isinstance(res, IcnError | TimeoutError | OSError):
+                raise res
+            continue
+        counters, faces = res
+        out_nodes[node] = counters
+        faces_of[node] = {int(f["face_id"]): f for f in faces}
+    links: dict[str, dict[str, dict[str, int]]] = {}
+    for link in fabric.sc.links:
+        a, b = link.between
+        entry: dict[str, dict[str, int]] = {}
+        for src, dst in ((a, b), (b, a)):
+            face_id = fabric.link_faces[link.name].get(src)
+            face = faces_of.get(src, {}).get(face_id) if face_id is not None else None
+            if face is None:
+                continue
+            packets = sum(
+                int(face.get(k, 0) or 0) for k in ("n_out_interests", "n_out_data", "n_out_nacks")
+            )
+            entry[f"{src}>{dst}"] = {
+                "bytes": int(face.get("n_out_bytes", 0) or 0),
+                "packets": packets,
+            }
+        links[link.name] = entry
+    return {"t": round(t, 3), "nodes": out_nodes, "links": links}
+
+
+async def sample_quietly(fabric: Fabric, t: float) -> dict[str, Any] | None:
+    with contextlib.suppress(IcnError, TimeoutError, OSError):
+        return await sample(fabric, t)
+    return None
