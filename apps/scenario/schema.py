@@ -321,13 +321,12 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
 
     if isinstance(sc.routes, list):
         for i, route in enumerate(sc.routes):
-            if need_node(("routes", i, "node"), route.node) and need_node(
-                ("routes", i, "via"), route.via
-            ):
-                if frozenset((route.node, route.via)) not in pairs:
-                    errors.append(
-                        (("routes", i, "via"), f"{route.via} is not a neighbor of {route.node}")
-                    )
+            ok = need_node(("routes", i, "node"), route.node)
+            ok = need_node(("routes", i, "via"), route.via) and ok
+            if ok and frozenset((route.node, route.via)) not in pairs:
+                errors.append(
+                    (("routes", i, "via"), f"{route.via} is not a neighbor of {route.node}")
+                )
     names: dict[str, Loc] = {}
     for section in ("services", "workloads"):
         for i, proc in enumerate(getattr(sc, section)):
