@@ -1,0 +1,632 @@
+"""What a scenario run showed: statistics, expectation checks, a console summary and files.
+
+Pure functions over what the runner collected (no processes, no sockets):
+
+* ``records``: per workload, one dict per operation (``t`` and ``sent`` unix times, ``ok``,
+  ``latency`` seconds, ``bytes``, ``error``);
+* ``samples``: node and link counters sampled every ``report.interval`` seconds (``t`` relative
+  to the run start); a node is ``None`` while it is down, and its counters restart from 0 when
+  it comes back;
+* ``faults`` (``at`` planned, ``applied`` actual, relative seconds) and ``route_events``.
+
+:func:`build_report` turns them into one JSON-ready dict, :func:`render_summary` prints it with
+rich and :func:`write_report` writes ``report.json`` and the plots (:mod:`apps.scenario.plots`).
+
+Counters are cumulative, so totals are sums of increments between samples.  The first sample is
+the baseline (traffic before the run started is not counted); a counter that first shows up in a
+later sample (its node started late) counts in full.  A decrease, or its node having been down
+or having restarted since the previous value, means the counter was reset: the new value is the
+increment since the reset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from apps.scenario.schema import Scenario, WorkloadSpec
+
+# node counters that are sizes (gauges), not cumulative counts: no totals, no reset detection
+GAUGE_SUFFIX = "_entries"
+TOP_ERRORS = 10
+DISRUPTIVE = ("kill", "cut")
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _num(x: Any) -> float | None:
+    """A plain finite float, or None (numpy scalars, NaN and inf never reach the JSON)."""
+    if x is None:
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def _percentiles_ms(latencies_s: Sequence[float], qs: Sequence[int]) -> list[float | None]:
+    if not latencies_s:
+        return [None for _ in qs]
+    arr = np.asarray(latencies_s, dtype=float) * 1000.0
+    return [_num(np.percentile(arr, q, method="linear")) for q in qs]
+
+
+def _latency(rec: Mapping[str, Any]) -> float | None:
+    lat = rec.get("latency")
+    if lat is None and rec.get("t") is not None and rec.get("sent") is not None:
+        lat = rec["t"] - rec["sent"]
+    return _num(lat)
+
+
+def fault_text(fault: Mapping[str, Any]) -> str:
+    """``kill b``, ``cut a-b``."""
+    target = fault.get("target")
+    if isinstance(target, list | tuple):
+        target = "-".join(str(t) for t in target)
+    return f"{fault.get('action')} {target}"
+
+
+def _is_disruptive(fault: Mapping[str, Any]) -> bool:
+    return bool(fault.get("disruptive", fault.get("action") in DISRUPTIVE))
+
+
+def _active_span(spec: WorkloadSpec, run_duration: float) -> tuple[float, float]:
+    start = spec.start
+    end = run_duration if spec.duration is None else min(start + spec.duration, run_duration)
+    return start, max(start, end)
+
+
+def _plain(x: Any) -> Any:
+    """A JSON-ready copy: dicts, lists, str, int, finite float, bool, None (others become str)."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple | set):
+        return [_plain(v) for v in x]
+    if x is None or isinstance(x, bool | str | int):
+        return x
+    if isinstance(x, float | np.floating):
+        return _num(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return str(x)
+
+
+# ---------------------------------------------------------------------------------- workloads
+
+
+def workload_stats(
+    spec: WorkloadSpec,
+    records: list[dict[str, Any]],
+    t0: float,
+    run_duration: float,
+    interval: float,
+    faults: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Counts, throughput, latency percentiles, errors, a timeline and recovery after faults.
+
+    Throughput is successes per second over the workload's active span (``start`` to
+    ``start + duration``, cut at the end of the run).  Timeline buckets are ``interval`` wide
+    over that span (the last one may be shorter; its throughput uses its own width), records
+    are placed by completion time, and a record completing outside the span falls into the
+    first or last bucket.  Recovery is measured for each kill or cut applied (without error)
+    inside the span: the time from the fault to the first completion of a success sent after it.
+    """
+    start, end = _active_span(spec, run_duration)
+    span = end - start
+    ok_recs = [r for r in records if r.get("ok")]
+    failed = [r for r in records if not r.get("ok")]
+    lats = [lat for r in ok_recs if (lat := _latency(r)) is not None]
+    p50, p90, p99 = _percentiles_ms(lats, (50, 90, 99))
+    errors = Counter(str(r.get("error") or "unknown error") for r in failed)
+
+    timeline: list[dict[str, Any]] = []
+    if span > 0 and interval > 0:
+        n = max(1, math.ceil(span / interval - 1e-9))
+        ok_n, fail_n = [0] * n, [0] * n
+        bucket_lats: list[list[float]] = [[] for _ in range(n)]
+        for r in records:
+            i = min(n - 1, max(0, math.floor((float(r["t"]) - t0 - start) / interval)))
+            if r.get("ok"):
+                ok_n[i] += 1
+                if (lat := _latency(r)) is not None:
+                    bucket_lats[i].append(lat)
+            else:
+                fail_n[i] += 1
+        for i in range(n):
+            b_start = start + i * interval
+            width = min(interval, end - b_start)
+            b50, b99 = _percentiles_ms(bucket_lats[i], (50, 99))
+            timeline.append(
+                {
+                    "t": b_start,
+                    "ok": ok_n[i],
+                    "failed": fail_n[i],
+                    "throughput": ok_n[i] / width if width > 0 else 0.0,
+                    "p50_ms": b50,
+                    "p99_ms": b99,
+                }
+            )
+
+    recovery: list[dict[str, Any]] = []
+    for f in faults:
+        applied = f.get("applied")
+        if not _is_disruptive(f) or applied is None or f.get("error"):
+            continue
+        if not start <= applied < end:
+            continue
+        after = [
+            float(r["t"]) - t0 - applied
+            for r in ok_recs
+            if r.get("sent") is not None and float(r["sent"]) - t0 >= applied
+        ]
+        recovery.append(
+            {"fault": fault_text(f), "at": applied, "recovery_s": min(after) if after else None}
+        )
+
+    return {
+        "node": spec.node,
+        "active": {"start": start, "end": end},
+        "interval": interval,
+        "requests": len(records),
+        "ok": len(ok_recs),
+        "failed": len(failed),
+        "success_ratio": len(ok_recs) / len(records) if records else None,
+        "throughput": len(ok_recs) / span if span > 0 else None,
+        "bytes": sum(int(r.get("bytes") or 0) for r in ok_recs),
+        "latency_ms": {
+            "p50": p50,
+            "p90": p90,
+            "p99": p99,
+            "max": _num(max(lats) * 1000.0) if lats else None,
+            "mean": _num(sum(lats) / len(lats) * 1000.0) if lats else None,
+        },
+        "errors": dict(errors.most_common(TOP_ERRORS)),
+        "timeline": timeline,
+        "recovery": recovery,
+    }
+
+
+# ---------------------------------------------------------------------------------- counters
+
+
+def _increments(
+    values: Sequence[int | None], reset_at: Sequence[bool]
+) -> list[tuple[int, int] | None]:
+    """Per sample, ``(increment, index of the previous value or -1)``, None where missing.
+
+    ``reset_at[j]`` says the counter's node was down or restarted at sample ``j``; such a sample
+    between two values (or at the second) means the second counts from 0.
+    """
+    out: list[tuple[int, int] | None] = [None] * len(values)
+    prev: int | None = None
+    prev_i = -1
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if prev is None:
+            inc = 0 if i == 0 else v
+        elif v < prev or any(reset_at[prev_i + 1 : i + 1]):
+            inc = v
+        else:
+            inc = v - prev
+        out[i] = (inc, prev_i)
+        prev, prev_i = v, i
+    return out
+
+
+def _node_resets(samples: Sequence[Mapping[str, Any]], node: str) -> tuple[list[bool], list[bool]]:
+    """Per sample: is the node down, and has it restarted since its previous up sample (a gap
+    while down, or a cumulative counter going down)."""
+    down: list[bool] = []
+    reset: list[bool] = []
+    last: Mapping[str, Any] | None = None
+    gap = False
+    for s in samples:
+        counters = (s.get("nodes") or {}).get(node)
+        down.append(counters is None)
+        if counters is None:
+            reset.append(False)
+            gap = gap or last is not None
+            continue
+        restarted = last is not None and (
+            gap
+            or any(
+                isinstance(v, int) and isinstance(last.get(k), int) and v < last[k]
+                for k, v in counters.items()
+                if not k.endswith(GAUGE_SUFFIX)
+            )
+        )
+        reset.append(restarted)
+        last, gap = counters, False
+    return down, reset
+
+
+def _sorted_samples(samples: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(samples, key=lambda s: float(s.get("t", 0.0)))
+
+
+def _directions(link: str, samples: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """The two nodes of ``a-b`` in order; node names may hold '-', so the samples' direction
+    keys (``a>b``) decide where the name splits, falling back to the first '-'."""
+    for s in samples:
+        for key in (s.get("links") or {}).get(link) or {}:
+            x, _, y = key.partition(">")
+            if f"{x}-{y}" == link:
+                return x, y
+            if f"{y}-{x}" == link:
+                return y, x
+    a, _, b = link.partition("-")
+    return a, b
+
+
+def link_stats(samples: list[dict[str, Any]], link_names: list[str]) -> dict[str, dict[str, Any]]:
+    """Per link: ``{"a>b": {"bytes", "packets"}, "b>a": {...}, "total_bytes", "timeline"}``.
+
+    The timeline has one entry per sample, ``{"t", "a>b_bytes_per_s", "b>a_bytes_per_s"}``, the
+    rate since the previous value of that direction (None at the first sample and while the
+    direction is missing).
+    """
+    ordered = _sorted_samples(samples)
+    times = [float(s.get("t", 0.0)) for s in ordered]
+    node_flags: dict[str, list[bool]] = {}
+
+    def reset_flags(node: str) -> list[bool]:
+        if node not in node_flags:
+            down, reset = _node_resets(ordered, node)
+            node_flags[node] = [d or r for d, r in zip(down, reset, strict=True)]
+        return node_flags[node]
+
+    out: dict[str, dict[str, Any]] = {}
+    for link in link_names:
+        a, b = _directions(link, ordered)
+        entry: dict[str, Any] = {}
+        timeline: list[dict[str, Any]] = [{"t": t} for t in times]
+        for sender, receiver in ((a, b), (b, a)):
+            key = f"{sender}>{receiver}"
+            cells = [((s.get("links") or {}).get(link) or {}).get(key) for s in ordered]
+            flags = reset_flags(sender)
+            totals = {}
+            for field in ("bytes", "packets"):
+                values = [None if c is None else int(c.get(field, 0)) for c in cells]
+                incs = _increments(values, flags)
+                totals[field] = sum(x[0] for x in incs if x is not None)
+                if field == "bytes":
+                    for i, x in enumerate(incs):
+                        rate = None
+                        if x is not None and i > 0:
+                            since = times[x[1] if x[1] >= 0 else i - 1]
+                            dt = times[i] - since
+                            rate = x[0] / dt if dt > 0 else None
+                        timeline[i][f"{key}_bytes_per_s"] = rate
+            entry[key] = totals
+        entry["total_bytes"] = entry[f"{a}>{b}"]["bytes"] + entry[f"{b}>{a}"]["bytes"]
+        entry["timeline"] = timeline
+        out[link] = entry
+    return out
+
+
+def node_stats(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per node: ``{"counters": last counters seen (None if never up), "totals": increments of
+    the cumulative counters over the run (resets handled), "restarts", "down_samples"}``.
+
+    A restart is a return from down (a ``None`` sample) or a cumulative counter going down
+    between two samples (a restart faster than the sampling).
+    """
+    ordered = _sorted_samples(samples)
+    names: list[str] = []
+    for s in ordered:
+        for name in s.get("nodes") or {}:
+            if name not in names:
+                names.append(name)
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        down, reset = _node_resets(ordered, name)
+        flags = [d or r for d, r in zip(down, reset, strict=True)]
+        series = [(s.get("nodes") or {}).get(name) for s in ordered]
+        last = next((c for c in reversed(series) if c is not None), None)
+        keys: list[str] = []
+        for c in series:
+            for k, v in (c or {}).items():
+                if k not in keys and isinstance(v, int) and not k.endswith(GAUGE_SUFFIX):
+                    keys.append(k)
+        totals = {}
+        for k in keys:
+            values = [None if c is None else c.get(k) for c in series]
+            values = [v if isinstance(v, int) else None for v in values]
+            totals[k] = sum(x[0] for x in _increments(values, flags) if x is not None)
+        out[name] = {
+            "counters": dict(last) if last is not None else None,
+            "totals": totals,
+            "restarts": sum(reset),
+            "down_samples": sum(down),
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------------- checks
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.4g}%"
+
+
+def _secs(x: float) -> str:
+    return f"{x * 1000:.4g}ms" if x < 1 else f"{x:.4g}s"
+
+
+def _check(
+    workload: str, criterion: str, expected: float, stats: Mapping[str, Any] | None
+) -> tuple[float | None, bool, str]:
+    if stats is None:
+        return None, False, f"no results for workload {workload}"
+    if criterion == "min_success_ratio":
+        actual = stats.get("success_ratio")
+        if actual is None:
+            return None, False, "no requests were made, so no success ratio"
+        ok = actual >= expected
+        return actual, ok, f"success ratio {_pct(actual)} {'>=' if ok else '<'} {_pct(expected)}"
+    if criterion == "max_p99_latency":
+        p99 = (stats.get("latency_ms") or {}).get("p99")
+        if p99 is None:
+            return None, False, "no successful requests, so no p99 latency"
+        actual = p99 / 1000.0
+        ok = actual <= expected
+        return actual, ok, f"p99 latency {_secs(actual)} {'<=' if ok else '>'} {_secs(expected)}"
+    if criterion == "min_throughput":
+        actual = stats.get("throughput")
+        if actual is None:
+            return None, False, "the workload had no active time, so no throughput"
+        ok = actual >= expected
+        return actual, ok, f"throughput {actual:.4g}/s {'>=' if ok else '<'} {expected:.4g}/s"
+    # max_recovery
+    recovery = stats.get("recovery") or []
+    if not recovery:
+        span = stats.get("active") or {}
+        where = f" ({span.get('start', 0):g}s to {span.get('end', 0):g}s)" if span else ""
+        return (
+            None,
+            False,
+            f"no kill or cut was applied while {workload} ran{where}, so recovery was not "
+            "measured; add the fault or drop max_recovery",
+        )
+    never = [r for r in recovery if r.get("recovery_s") is None]
+    if never:
+        r = never[0]
+        return None, False, f"never recovered after {r['fault']} at {r['at']:.3g}s"
+    worst = max(recovery, key=lambda r: r["recovery_s"])
+    actual = worst["recovery_s"]
+    ok = actual <= expected
+    return (
+        actual,
+        ok,
+        f"worst recovery {_secs(actual)} after {worst['fault']} "
+        f"{'<=' if ok else '>'} {_secs(expected)}",
+    )
+
+
+CRITERIA = ("min_success_ratio", "max_p99_latency", "min_throughput", "max_recovery")
+
+
+def check_expectations(
+    scenario: Scenario, workloads: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One result per criterion set on each ``report.expect`` entry, in file order."""
+    results: list[dict[str, Any]] = []
+    for exp in scenario.report.expect:
+        for criterion in CRITERIA:
+            expected = getattr(exp, criterion)
+            if expected is None:
+                continue
+            actual, passed, text = _check(
+                exp.workload, criterion, expected, workloads.get(exp.workload)
+            )
+            results.append(
+                {
+                    "workload": exp.workload,
+                    "criterion": criterion,
+                    "expected": expected,
+                    "actual": _num(actual),
+                    "passed": bool(passed),
+                    "text": text,
+                }
+            )
+    return results
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def build_report(
+    scenario: Scenario,
+    t0: float,
+    records: dict[str, list[dict[str, Any]]],
+    samples: list[dict[str, Any]],
+    faults: list[dict[str, Any]],
+    route_events: list[dict[str, Any]],
+    meta: dict[str, Any],
+) -> dict[str, Any]:
+    """The whole run as one JSON-ready dict (see the module docstring for the inputs).
+
+    Records of a workload the scenario does not declare are ignored (there is no span to
+    measure them over); a declared workload without records appears with 0 requests.
+    """
+    run_duration = scenario.duration
+    interval = scenario.report.interval
+    workloads = {
+        w.name: workload_stats(w, records.get(w.name, []), t0, run_duration, interval, list(faults))
+        for w in scenario.workloads
+    }
+    nodes = node_stats(samples)
+    for name in scenario.nodes:
+        nodes.setdefault(name, {"counters": None, "totals": {}, "restarts": 0, "down_samples": 0})
+    augmented = []
+    for f in faults:
+        text = fault_text(f)
+        rec = {
+            wname: r["recovery_s"]
+            for wname, stats in workloads.items()
+            for r in stats["recovery"]
+            if r["fault"] == text and r["at"] == f.get("applied")
+        }
+        augmented.append({**f, "text": text, "recovery": rec})
+    expectations = check_expectations(scenario, workloads)
+    report = {
+        "scenario": scenario.name,
+        "description": scenario.description,
+        "meta": meta,
+        "duration": run_duration,
+        "interval": interval,
+        "nodes": nodes,
+        "links": link_stats(samples, [link.name for link in scenario.links]),
+        "workloads": workloads,
+        "faults": augmented,
+        "route_events": list(route_events),
+        "expectations": expectations,
+        "passed": all(e["passed"] for e in expectations),
+    }
+    plain: dict[str, Any] = _plain(report)
+    return plain
+
+
+# ---------------------------------------------------------------------------------- output
+
+
+def _fmt(x: Any, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def render_summary(report: dict[str, Any], console: Console) -> None:
+    """Tables for workloads, faults, links, nodes and expectations, then a verdict line."""
+    title = f"scenario {report.get('scenario')}"
+    if report.get("description"):
+        title += f": {report['description']}"
+    console.print(f"[bold]{title}[/bold]")
+
+    wl = Table(
+        "workload",
+        "requests",
+        "ok",
+        "failed",
+        "success",
+        "throughput/s",
+        "p50 ms",
+        "p99 ms",
+        title="workloads",
+        box=box.SIMPLE,
+    )
+    for name, w in (report.get("workloads") or {}).items():
+        ratio = w.get("success_ratio")
+        lat = w.get("latency_ms") or {}
+        wl.add_row(
+            name,
+            str(w["requests"]),
+            str(w["ok"]),
+            str(w["failed"]),
+            "-" if ratio is None else _pct(ratio),
+            _fmt(w.get("throughput"), ".2f"),
+            _fmt(lat.get("p50")),
+            _fmt(lat.get("p99")),
+        )
+    console.print(wl)
+
+    if report.get("faults"):
+        ft = Table(
+            "planned s", "applied s", "action", "target", "recovery", title="faults", box=box.SIMPLE
+        )
+        for f in report["faults"]:
+            rec = ", ".join(
+                f"{w}: {'never' if s is None else _secs(s)}"
+                for w, s in (f.get("recovery") or {}).items()
+            )
+            if f.get("error"):
+                rec = f"[red]error: {f['error']}[/red]" + (f"; {rec}" if rec else "")
+            ft.add_row(
+                _fmt(f.get("at"), ".2f"),
+                _fmt(f.get("applied"), ".2f"),
+                str(f.get("action")),
+                str(f.get("target")),
+                rec or "-",
+            )
+        console.print(ft)
+
+    if report.get("links"):
+        lt = Table("link", "direction", "bytes", "packets", title="links", box=box.SIMPLE)
+        for name, link in report["links"].items():
+            for key, val in link.items():
+                if ">" in key and isinstance(val, dict):
+                    lt.add_row(name, key, f"{val['bytes']:,}", f"{val['packets']:,}")
+        console.print(lt)
+
+    if report.get("nodes"):
+        nt = Table(
+            "node",
+            "in interests",
+            "out interests",
+            "out data",
+            "satisfied",
+            "unsatisfied",
+            "restarts",
+            title="nodes (over the run)",
+            box=box.SIMPLE,
+        )
+        for name, node in report["nodes"].items():
+            tot = node.get("totals") or {}
+
+            def cell(key: str, tot: Mapping[str, Any] = tot) -> str:
+                return "-" if key not in tot else f"{tot[key]:,}"
+
+            n_down = node.get("down_samples") or 0
+            down = f" (down {n_down} sample{'s' if n_down > 1 else ''})" if n_down else ""
+            nt.add_row(
+                name,
+                cell("n_in_interests"),
+                cell("n_out_interests"),
+                cell("n_out_data"),
+                cell("n_satisfied_interests"),
+                cell("n_unsatisfied_interests"),
+                f"{node.get('restarts', 0)}{down}",
+            )
+        console.print(nt)
+
+    expectations = report.get("expectations") or []
+    if expectations:
+        et = Table("", "workload", "criterion", "result", title="expectations", box=box.SIMPLE)
+        for e in expectations:
+            mark = "[green]PASS[/green]" if e["passed"] else "[red]FAIL[/red]"
+            et.add_row(mark, e["workload"], e["criterion"], e["text"])
+        console.print(et)
+    failed = [e for e in expectations if not e["passed"]]
+    if not expectations:
+        console.print("no expectations")
+    elif failed:
+        what = "; ".join(f"{e['workload']}: {e['text']}" for e in failed)
+        console.print(
+            f"[bold red]FAILED: {len(failed)} of {len(expectations)} "
+            f"expectations failed ({what})[/bold red]"
+        )
+    else:
+        console.print(f"[bold green]PASSED: {len(expectations)} expectations held[/bold green]")
+
+
+def write_report(report: dict[str, Any], out_dir: Path, plots: bool = True) -> list[Path]:
+    """``report.json`` and, with ``plots``, ``throughput.png``, ``latency.png`` and
+    ``links.png``.  The three plots are always written, so the set of files does not depend on
+    the scenario; a plot with nothing to draw says "no data"."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "report.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    written = [path]
+    if plots:
+        from apps.scenario.plots import write_plots
+
+        written += write_plots(report, out_dir)
+    return written
