@@ -7,7 +7,7 @@ drive NFD itself just as well, and anything they can do a python-ndn app can do 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -16,6 +16,7 @@ import typer
 from apps.ctl_common import (
     EXIT_CODES_HELP,
     EXIT_REFUSED,
+    EXIT_USAGE,
     JsonOpt,
     TransportOpt,
     emit,
@@ -42,7 +43,7 @@ def _sub(help_text: str) -> typer.Typer:
     return typer.Typer(no_args_is_help=True, help=help_text, epilog=EXIT_CODES_HELP)
 
 
-face_app = _sub("Faces: list, create and destroy.")
+face_app = _sub("Faces: list, create, destroy and shape (link emulation).")
 route_app = _sub("Routes: list the RIB and FIB, add and remove routes.")
 strategy_app = _sub("Strategy choice: list, set and unset the strategy of a prefix.")
 cs_app = _sub("Content store: info, erase entries, change capacity and policy.")
@@ -145,6 +146,80 @@ def face_destroy(face: FaceArg, transport: TransportOpt = None, as_json: JsonOpt
 
     out = with_endpoint("face destroy", transport, body)
     emit(as_json, out, f"face destroyed: id={out['face_id']}")
+
+
+def _quantity(option: str, value: str | None, parse: Callable[[object], float]) -> float | None:
+    """An option with a unit (``10ms``, ``5%``, ``10Mbit``) in its base unit; exit 2 if bad."""
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError as exc:
+        fail(f"{option}: {exc}", EXIT_USAGE)
+
+
+def _shaping_text(delay_ms: float, jitter_ms: float, loss: float, rate_mbps: float | None) -> str:
+    rate = "unlimited" if rate_mbps is None else f"{rate_mbps:g}Mbit/s"
+    return f"delay={delay_ms:g}ms jitter={jitter_ms:g}ms loss={loss * 100:g}% rate={rate}"
+
+
+@face_app.command("shape", epilog=EXIT_CODES_HELP)
+def face_shape(
+    face: FaceArg,
+    delay: Annotated[str | None, typer.Option(help="one-way delay, e.g. 10ms")] = None,
+    jitter: Annotated[str | None, typer.Option(help="delay varies +- this, e.g. 2ms")] = None,
+    loss: Annotated[str | None, typer.Option(help="drop probability, e.g. 5% or 0.05")] = None,
+    rate: Annotated[str | None, typer.Option(help="link rate limit, e.g. 10Mbit")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the loss and jitter draws")] = None,
+    transport: TransportOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Emulate a link on FACE's send path (an icn extension, not NFD: link/shape).
+
+    The settings replace the face's shaping; options left out are 0 (rate: unlimited), so with
+    none at all shaping is removed.  --loss 100% cuts the link.
+    """
+    from apps.scenario.units import parse_duration, parse_probability, parse_rate
+
+    delay_s = _quantity("--delay", delay, parse_duration) or 0.0
+    jitter_s = _quantity("--jitter", jitter, parse_duration) or 0.0
+    drop = _quantity("--loss", loss, parse_probability) or 0.0
+    bps = _quantity("--rate", rate, parse_rate)
+    settings: dict[str, Any] = {
+        "delay_ms": delay_s * 1000.0,
+        "jitter_ms": jitter_s * 1000.0,
+        "loss": drop,
+        "rate_mbps": None if bps is None else bps / 1e6,
+        "seed": seed,
+    }
+
+    async def body(ep: Endpoint) -> dict[str, Any]:
+        face_id = await _face_id(ep, face, "face shape")
+        return await mc.shape_face(ep, face_id, **settings)
+
+    out = with_endpoint("face shape", transport, body)
+    shaped = bool(drop or delay_s or jitter_s or bps)
+    out["shaped"] = shaped
+    if shaped:
+        text = f"face shaped: id={out['face_id']} " + _shaping_text(
+            settings["delay_ms"], settings["jitter_ms"], drop, settings["rate_mbps"]
+        )
+    else:
+        text = f"face unshaped: id={out['face_id']}"
+    emit(as_json, out, text)
+
+
+@face_app.command("shaping", epilog=EXIT_CODES_HELP)
+def face_shaping(transport: TransportOpt = None, as_json: JsonOpt = False) -> None:
+    """List shaped faces: delay, jitter, loss, rate and packets the shaper dropped (link/list)."""
+    links = with_endpoint("face shaping", transport, mc.link_list)
+    rows = [
+        (r["face_id"], f"{r['delay_ms']:g}", f"{r['jitter_ms']:g}", f"{r['loss'] * 100:g}%",
+         "-" if r.get("rate_mbps") is None else f"{r['rate_mbps']:g}", r.get("dropped", 0))
+        for r in links
+    ]  # fmt: skip
+    cols = ["id", "delay ms", "jitter ms", "loss", "rate Mbit/s", "dropped"]
+    emit(as_json, links, lambda: print_table(None, cols, rows))
 
 
 def _route_flags(flags: int) -> str:

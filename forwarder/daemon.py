@@ -23,14 +23,12 @@ from typing import Any
 
 from forwarder.config import (
     NFD_SOCKET,
-    FaceConfig,
     ForwarderConfig,
     default_unix_socket,
     parse_host_port,
 )
 from forwarder.face.face import Face
 from forwarder.face.face_table import FaceTable
-from forwarder.face.shaper import ShaperConfig as FaceShaperConfig
 from forwarder.fw.forwarder import Forwarder
 from forwarder.mgmt.manager import install_management
 from forwarder.mgmt.mgmt_face import ManagementFace
@@ -63,20 +61,6 @@ def _ip_uri(scheme: str, hostport: str) -> str:
     if ":" in host:
         return f"{scheme}6://[{host}]:{port}"
     return f"{scheme}4://{host}:{port}"
-
-
-def _face_shaper(face_cfg: FaceConfig) -> FaceShaperConfig | None:
-    s = face_cfg.shaper
-    if not s.active:
-        return None
-    return FaceShaperConfig(
-        delay=s.delay_ms / 1000.0,
-        jitter=s.jitter_ms / 1000.0,
-        loss=s.loss,
-        rate=s.rate_mbps * 1e6 if s.rate_mbps else None,
-        max_pending=s.queue_packets,
-        seed=s.seed,
-    )
 
 
 def _prepare_unix_path(path: str, create_dir: bool = False) -> None:
@@ -164,7 +148,7 @@ class ForwarderDaemon:
             static: dict[str, Face] = {}
             for face_cfg in cfg.faces:
                 face = await self.faces.connect(face_cfg.uri)
-                shaper = _face_shaper(face_cfg)
+                shaper = face_cfg.shaper.face_shaper()
                 if shaper is not None:
                     face.set_shaper(shaper)
                 static[face_cfg.uri] = face

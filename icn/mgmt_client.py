@@ -9,6 +9,7 @@ dump as JSON.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from enum import Enum, Flag
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from ndn.encoding import ModelField, NameField, RepeatedField, TlvModel
 from icn import endpoint as _endpoint
 from icn import tlv_types as T
 from icn.errors import CommandFailed, DecodeError, EncodeError
+from icn.mgmt_ext import encode_link_shape
 from icn.name import components, generic, to_uri
 from icn.segments import data_content
 from icn.tlv import encode_tlv, read_tl
@@ -78,7 +80,10 @@ def encode_control_parameters(**params: Any) -> bytes:
 def command_name(module: str, verb: str, *, local: bool = True, **params: Any) -> bytes:
     """``/<localhost|localhop>/nfd/<module>/<verb>/<ControlParameters>`` as a name value
     (still to be signed, which appends the params-sha256 component)."""
-    cp = encode_control_parameters(**params)
+    return _command_name(module, verb, encode_control_parameters(**params), local)
+
+
+def _command_name(module: str, verb: str, cp: bytes, local: bool) -> bytes:
     prefix = management_prefix(local)
     return prefix + generic(module) + generic(verb) + encode_tlv(T.COMP_GENERIC, cp)
 
@@ -105,7 +110,12 @@ async def command(ep: Endpoint, module: str, verb: str, **params: Any) -> dict[s
     Raises CommandFailed for StatusCode >= 400, InterestTimeout if the forwarder does not
     answer within 4 s, InterestNack, or DecodeError for a reply that is not a ControlResponse.
     """
-    name = command_name(module, verb, local=ep.is_local, **params)
+    return await _send_command(ep, module, verb, encode_control_parameters(**params))
+
+
+async def _send_command(ep: Endpoint, module: str, verb: str, cp: bytes) -> dict[str, Any]:
+    """Sign and send a command whose ControlParameters element is ``cp``; see :func:`command`."""
+    name = _command_name(module, verb, cp, ep.is_local)
     data = await ep.express(name, signed=True, lifetime_ms=COMMAND_LIFETIME_MS)
     status, text, body = parse_control_response(data_content(data))
     if status >= 400:
@@ -218,3 +228,53 @@ async def status(ep: Endpoint, which: str) -> Any:
         raise EncodeError(f"unknown dataset {which!r}; use one of {', '.join(PARSERS)}")
     module, _, what = which.partition("/")
     return parser(await dataset(ep, module, what))
+
+
+# ---- icn extension: link shaping (not NFD) -------------------------------------------------
+
+
+async def shape_face(
+    ep: Endpoint,
+    face_id: int,
+    *,
+    delay_ms: float = 0.0,
+    jitter_ms: float = 0.0,
+    loss: float = 0.0,
+    rate_mbps: float | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Shape the send path of face ``face_id`` (0: this endpoint's own face) with the
+    ``link/shape`` command of :mod:`icn.mgmt_ext`: delay and jitter in ms, loss a probability
+    in 0..1, rate in Mbit/s (None: unlimited).  All zero removes shaping.
+
+    Returns ``{"face_id": ...}`` with the settings sent.  Raises CommandFailed as
+    :func:`command` does: 400 for a bad value (the text names it), 404 for no such face, 501
+    over a non-local face (only rib is served under /localhop); a forwarder without the
+    extension (NFD) refuses it or lets it time out.
+    """
+    settings: dict[str, Any] = {
+        "delay_ms": delay_ms,
+        "jitter_ms": jitter_ms,
+        "loss": loss,
+        "rate_mbps": rate_mbps,
+        "seed": seed,
+    }
+    body = await _send_command(ep, "link", "shape", encode_link_shape(face_id, settings))
+    return {**body, **settings}
+
+
+def parse_link_list(content: bytes) -> list[dict[str, Any]]:
+    """``link/list``: one dict per shaped face (face_id, delay_ms, jitter_ms, loss, rate_mbps,
+    dropped)."""
+    try:
+        rows = json.loads(content)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(f"malformed link/list dataset: {exc}") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise DecodeError("malformed link/list dataset: expected a JSON array of objects")
+    return rows
+
+
+async def link_list(ep: Endpoint) -> list[dict[str, Any]]:
+    """The faces the forwarder shapes, with their settings and drop counts (``link/list``)."""
+    return parse_link_list(await dataset(ep, "link", "list"))

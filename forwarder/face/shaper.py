@@ -99,6 +99,9 @@ class Shaper:
         self._timer: TimerHandle | None = None
         self._timer_at = 0.0
         self._closed = False
+        # packets this shaper dropped (loss and full queue), for per-face reports; the shared
+        # counters hold the daemon-wide totals by reason
+        self.dropped = 0
 
     @property
     def pending(self) -> int:
@@ -109,12 +112,14 @@ class Shaper:
             return
         if self._loss and self._rng.random() < self._loss:
             self._counters["shaper.loss"] += 1
+            self.dropped += 1
             return
         if self._passthrough:
             self._output(wire)
             return
         if len(self._heap) >= self.config.max_pending:
             self._counters["shaper.queue_full"] += 1
+            self.dropped += 1
             return
         now = self._clock()
         departure = now
@@ -124,6 +129,7 @@ class Shaper:
                 backlog = (free - now) * self._rate / 8.0
                 if backlog + len(wire) > self.config.queue_limit:
                     self._counters["shaper.queue_full"] += 1
+                    self.dropped += 1
                     return
             else:
                 free = now

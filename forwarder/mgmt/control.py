@@ -45,15 +45,18 @@ class ControlError(Exception):
         self.body = body
 
 
-def decode_params(tlv: bytes | None) -> ControlParametersValue:
+def decode_params(tlv: bytes | None, model: Any = ControlParameters) -> ControlParametersValue:
     """The ControlParameters element (type 0x68, whole TLV) as a model.
 
-    Absent parameters read as an empty model; malformed ones raise ``ControlError(400)``.
+    ``model`` is the python-ndn model of the whole element; a command with extension fields
+    (python-ndn skips unknown non-critical ones) passes its own, whose ``cp`` extends
+    ControlParametersValue.  Absent parameters read as an empty ``cp``; malformed ones raise
+    ``ControlError(400)``.
     """
     if not tlv:
-        return ControlParametersValue()
+        return model.cp.model_type()
     try:
-        cp = ControlParameters.parse(tlv).cp
+        cp = model.parse(tlv).cp
     except (NdnDecodeError, ValueError, IndexError, TypeError) as exc:
         raise ControlError(BAD_PARAMS, f"malformed ControlParameters: {exc}") from None
     if cp is None:

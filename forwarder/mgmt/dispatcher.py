@@ -17,9 +17,9 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
-from ndn.app_support.nfd_mgmt import ControlParametersValue
+from ndn.app_support.nfd_mgmt import ControlParameters, ControlParametersValue
 
 from forwarder.fw.forwarder_base import LOCALHOP
 from forwarder.mgmt.command_auth import (
@@ -75,11 +75,20 @@ class Dispatcher:
         self.store = store or DatasetStore()
         self.commands: dict[tuple[bytes, bytes], CommandHandler] = {}
         self.datasets: dict[tuple[bytes, bytes], DatasetHandler] = {}
+        # python-ndn model of the ControlParameters of commands that carry extension fields
+        self.param_models: dict[tuple[bytes, bytes], Any] = {}
         self.localhop_modules: set[bytes] = {b"rib"}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def add_command(self, module: str, verb: str, handler: CommandHandler) -> None:
-        self.commands[(module.encode(), verb.encode())] = handler
+    def add_command(
+        self, module: str, verb: str, handler: CommandHandler, params: Any = ControlParameters
+    ) -> None:
+        """``params``: the python-ndn model of the whole ControlParameters element, for a
+        command whose parameters extend NFD's (see :func:`decode_params`)."""
+        key = (module.encode(), verb.encode())
+        self.commands[key] = handler
+        if params is not ControlParameters:
+            self.param_models[key] = params
 
     def add_dataset(self, module: str, verb: str, handler: DatasetHandler) -> None:
         self.datasets[(module.encode(), verb.encode())] = handler
@@ -123,7 +132,9 @@ class Dispatcher:
         scope = generic(f"face={requester}") if cmd.key_name == DIGEST_KEY_NAME else b""
         try:
             self.validator.check(cmd, scope)
-            params = decode_params(cmd.params)
+            params = decode_params(
+                cmd.params, self.param_models.get((module, verb), ControlParameters)
+            )
         except CommandRejected as exc:
             self._respond(iv, exc.status, exc.text)
             return

@@ -8,6 +8,7 @@ from forwarder.mgmt import (
     cs_module,
     face_module,
     fib_module,
+    link_module,
     rib_module,
     status_module,
     strategy_module,
@@ -17,7 +18,15 @@ from forwarder.mgmt.context import Managed
 from forwarder.mgmt.dispatcher import Dispatcher
 from forwarder.mgmt.mgmt_face import ManagementFace
 
-MODULES = (rib_module, face_module, fib_module, strategy_module, cs_module, status_module)
+MODULES = (
+    rib_module,
+    face_module,
+    fib_module,
+    strategy_module,
+    cs_module,
+    status_module,
+    link_module,
+)
 
 
 def install_management(

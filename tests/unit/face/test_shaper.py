@@ -43,6 +43,7 @@ def test_loss_rate_about_ten_percent() -> None:
         shaper.send(i.to_bytes(2, "big"))
     lost = counters["shaper.loss"]
     assert 850 <= lost <= 1150  # 1000 +- 5 sigma
+    assert shaper.dropped == lost
     assert len(out.sent) == 10_000 - lost
     assert clock.pending_timers == 0  # loss alone never delays
 
@@ -126,7 +127,7 @@ def test_rate_queue_overflow_is_counted() -> None:
     shaper, out, clock, counters = make(ShaperConfig(rate=80_000, queue_limit=2500))
     for _ in range(5):
         shaper.send(b"p" * 1000)
-    assert counters["shaper.queue_full"] == 3
+    assert counters["shaper.queue_full"] == 3 and shaper.dropped == 3
     clock.run_all()
     assert len(out.sent) == 2
 
@@ -136,6 +137,7 @@ def test_max_pending_bounds_delayed_packets() -> None:
     for _ in range(15):
         shaper.send(b"d")
     assert counters["shaper.queue_full"] == 5 and shaper.pending == 10
+    assert shaper.dropped == 5
     clock.run_all()
     assert len(out.sent) == 10
 

@@ -1,0 +1,110 @@
+"""link/shape and the link/list dataset: change a face's link emulation while the daemon runs.
+
+An icn extension that NFD does not have: a scenario emulates its links by shaping faces
+(:mod:`forwarder.face.shaper`) and changes them during a run, e.g. "cut the link" (loss 1) or
+"add 10% loss".  Served under ``/localhost`` only, like every module but rib.
+
+``link/shape`` is a signed command like the others.  Its ControlParameters carry FaceId
+(required; 0 means the face the command came on) and the LinkShape element of
+:mod:`icn.mgmt_ext`: a JSON object with the fields of a face's ``shaper:`` config block,
+``{"delay_ms": 10, "jitter_ms": 2, "loss": 0.05, "rate_mbps": 10, "seed": 1}``; absent fields
+are 0 (``rate_mbps``: unlimited).  Settings with no delay, jitter, loss nor rate remove shaping;
+others replace the face's shaper (packets waiting in the old one are dropped, as on a
+reconfigured link).  Answers: 200 with FaceId; 400 for a missing FaceId or LinkShape, a bad value
+(the text names the field) or the management face; 404 for a face that does not exist.
+
+``link/list`` is a JSON array with one object per shaped face, whether shaped by command or by
+the config file: ``face_id``, ``delay_ms``, ``jitter_ms``, ``loss``, ``rate_mbps`` (null when
+unlimited) and ``dropped`` (packets its shaper dropped, lost or over the queue, since it was set).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ndn.app_support.nfd_mgmt import ControlParametersValue
+from pydantic import ValidationError
+
+from forwarder.config import ShaperConfig
+from forwarder.mgmt.context import Managed, target_face
+from forwarder.mgmt.control import BAD_PARAMS, NOT_FOUND, ControlError
+from forwarder.mgmt.dispatcher import Dispatcher
+from forwarder.mgmt.mgmt_face import MGMT_FACE_ID
+from icn.errors import ConfigError
+from icn.mgmt_ext import LinkShapeCommandParameters
+
+_FIELDS = ", ".join(ShaperConfig.model_fields)
+
+
+def parse_settings(raw: bytes) -> ShaperConfig:
+    """The LinkShape JSON as shaper settings; ControlError(400) naming the field otherwise."""
+    try:
+        return ShaperConfig.model_validate_json(raw, strict=True)
+    except ValidationError as exc:
+        raise ControlError(BAD_PARAMS, _describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"])
+        kind = err["type"]
+        if kind == "json_invalid":
+            problems.append(f"LinkShape is not JSON: {err['msg']}")
+        elif not field:
+            problems.append(f"LinkShape must be a JSON object with fields {_FIELDS}")
+        elif kind == "extra_forbidden":
+            problems.append(f"LinkShape.{field}: unknown field; use {_FIELDS}")
+        else:
+            problems.append(f"LinkShape.{field}: {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(problems)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 9)
+
+
+def install(dispatcher: Dispatcher, ctx: Managed) -> None:
+    def shape(params: ControlParametersValue, requester: int) -> ControlParametersValue:
+        if params.face_id is None:
+            raise ControlError(BAD_PARAMS, "link/shape needs a FaceId (0: the requesting face)")
+        if params.link_shape is None:
+            raise ControlError(BAD_PARAMS, "link/shape needs a LinkShape element (JSON settings)")
+        settings = parse_settings(bytes(params.link_shape))
+        face_id = target_face(params, requester)
+        if face_id == MGMT_FACE_ID:
+            raise ControlError(BAD_PARAMS, "the management face cannot be shaped")
+        face = ctx.faces.get(face_id)
+        if face is None:
+            raise ControlError(NOT_FOUND, f"face {face_id} does not exist")
+        try:
+            face.set_shaper(settings.face_shaper())
+        except ConfigError as exc:  # the face shaper's own checks; the model should catch all
+            raise ControlError(BAD_PARAMS, f"LinkShape: {exc}") from None
+        ctx.counters["mgmt.link_shape"] += 1
+        body = ControlParametersValue()
+        body.face_id = face_id
+        return body
+
+    def listing(_requester: int, _extra: list[bytes]) -> bytes:
+        rows: list[dict[str, Any]] = []
+        for face in ctx.faces:
+            shaper = face.shaper
+            if shaper is None:
+                continue
+            cfg = shaper.config
+            rows.append(
+                {
+                    "face_id": face.face_id,
+                    "delay_ms": _ms(cfg.delay),
+                    "jitter_ms": _ms(cfg.jitter),
+                    "loss": cfg.loss,
+                    "rate_mbps": None if cfg.rate is None else round(cfg.rate / 1e6, 9),
+                    "dropped": shaper.dropped,
+                }
+            )
+        return json.dumps(rows).encode()
+
+    dispatcher.add_command("link", "shape", shape, params=LinkShapeCommandParameters)
+    dispatcher.add_dataset("link", "list", listing)
