@@ -129,7 +129,11 @@ def make_context(spec: dict[str, Any]) -> ServiceContext:
     }
     if spec["kind"] == "workload":
         return WorkloadContext(
-            **common, duration=float(spec["duration"]), results=Path(spec["results"])
+            **common,
+            duration=float(spec["duration"]),
+            results=Path(spec["results"]),
+            # the scheduled start, so process start-up does not stretch the workload
+            started=float(spec.get("start_at") or time.time()),
         )
     return ServiceContext(**common)
 
@@ -146,7 +150,7 @@ async def run_spec(spec: dict[str, Any]) -> int:
         loop.add_signal_handler(sig, task.cancel)
     limit = None
     if isinstance(ctx, WorkloadContext):
-        limit = ctx.duration + float(spec.get("grace", 5.0))
+        limit = ctx.remaining + float(spec.get("grace", 5.0))
     try:
         async with asyncio.timeout(limit):
             await task

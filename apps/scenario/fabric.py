@@ -146,11 +146,15 @@ class Fabric:
                 await asyncio.sleep(0.05)
 
     async def apply_shaping(self, link: LinkSpec) -> None:
-        params = self.shaping[link.name].params(cut=link.name in self.cut)
+        shaping = self.shaping[link.name]
         for node, face_id in self.link_faces[link.name].items():
-            if node in self.endpoints:
-                async with asyncio.timeout(COMMAND_TIMEOUT):
-                    await mgmt_client.shape_face(self.endpoints[node], face_id, **params)
+            if node not in self.endpoints:
+                continue
+            params = shaping.params(cut=link.name in self.cut)
+            if shaping.seed is not None:  # the two directions draw different losses
+                params["seed"] = shaping.seed * 2 + link.between.index(node)
+            async with asyncio.timeout(COMMAND_TIMEOUT):
+                await mgmt_client.shape_face(self.endpoints[node], face_id, **params)
 
     # ---- routes ----------------------------------------------------------------------------
 

@@ -26,13 +26,17 @@ NODE_FIELDS = (
 )
 
 
-async def _node_sample(fabric: Fabric, node: str) -> tuple[dict[str, int], list[dict[str, Any]]]:
+async def _node_sample(
+    fabric: Fabric, node: str
+) -> tuple[dict[str, int], list[dict[str, Any]], dict[int, int]]:
     ep = fabric.endpoints[node]
     async with asyncio.timeout(SAMPLE_TIMEOUT):
         general = await mgmt_client.status(ep, "status/general")
         faces = await mgmt_client.status(ep, "faces/list")
+        shaped = await mgmt_client.link_list(ep)
     counters = {k: int(general.get(k, 0) or 0) for k in NODE_FIELDS}
-    return counters, faces
+    dropped = {int(f["face_id"]): int(f.get("dropped", 0)) for f in shaped}
+    return counters, faces, dropped
 
 
 async def sample(fabric: Fabric, t: float) -> dict[str, Any]:
@@ -42,14 +46,16 @@ async def sample(fabric: Fabric, t: float) -> dict[str, Any]:
     results = await asyncio.gather(*(_node_sample(fabric, n) for n in live), return_exceptions=True)
     out_nodes: dict[str, dict[str, int] | None] = dict.fromkeys(nodes)
     faces_of: dict[str, dict[int, dict[str, Any]]] = {}
+    dropped_of: dict[str, dict[int, int]] = {}
     for node, res in zip(live, results, strict=True):
         if isinstance(res, BaseException):
             if not isinstance(res, IcnError | TimeoutError | OSError):
                 raise res
             continue
-        counters, faces = res
+        counters, faces, dropped = res
         out_nodes[node] = counters
         faces_of[node] = {int(f["face_id"]): f for f in faces}
+        dropped_of[node] = dropped
     links: dict[str, dict[str, dict[str, int]]] = {}
     for link in fabric.sc.links:
         a, b = link.between
@@ -57,7 +63,7 @@ async def sample(fabric: Fabric, t: float) -> dict[str, Any]:
         for src, dst in ((a, b), (b, a)):
             face_id = fabric.link_faces[link.name].get(src)
             face = faces_of.get(src, {}).get(face_id) if face_id is not None else None
-            if face is None:
+            if face is None or face_id is None:
                 continue
             packets = sum(
                 int(face.get(k, 0) or 0) for k in ("n_out_interests", "n_out_data", "n_out_nacks")
@@ -65,6 +71,7 @@ async def sample(fabric: Fabric, t: float) -> dict[str, Any]:
             entry[f"{src}>{dst}"] = {
                 "bytes": int(face.get("n_out_bytes", 0) or 0),
                 "packets": packets,
+                "dropped": dropped_of.get(src, {}).get(face_id, 0),
             }
         links[link.name] = entry
     return {"t": round(t, 3), "nodes": out_nodes, "links": links}

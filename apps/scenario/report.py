@@ -268,7 +268,8 @@ def _directions(link: str, samples: Sequence[Mapping[str, Any]]) -> tuple[str, s
 
 
 def link_stats(samples: list[dict[str, Any]], link_names: list[str]) -> dict[str, dict[str, Any]]:
-    """Per link: ``{"a>b": {"bytes", "packets"}, "b>a": {...}, "total_bytes", "timeline"}``.
+    """Per link: ``{"a>b": {"bytes", "packets", "dropped"}, "b>a": {...}, "total_bytes",
+    "dropped": {"a>b": n, "b>a": n}, "timeline"}``.
 
     The timeline has one entry per sample, ``{"t", "a>b_bytes_per_s", "b>a_bytes_per_s"}``, the
     rate since the previous value of that direction (None at the first sample and while the
@@ -294,7 +295,7 @@ def link_stats(samples: list[dict[str, Any]], link_names: list[str]) -> dict[str
             cells = [((s.get("links") or {}).get(link) or {}).get(key) for s in ordered]
             flags = reset_flags(sender)
             totals = {}
-            for field in ("bytes", "packets"):
+            for field in ("bytes", "packets", "dropped"):
                 values = [None if c is None else int(c.get(field, 0)) for c in cells]
                 incs = _increments(values, flags)
                 totals[field] = sum(x[0] for x in incs if x is not None)
@@ -308,6 +309,8 @@ def link_stats(samples: list[dict[str, Any]], link_names: list[str]) -> dict[str
                         timeline[i][f"{key}_bytes_per_s"] = rate
             entry[key] = totals
         entry["total_bytes"] = entry[f"{a}>{b}"]["bytes"] + entry[f"{b}>{a}"]["bytes"]
+        # packets the link emulation (the sending face's shaper) dropped, per direction
+        entry["dropped"] = {k: entry[k]["dropped"] for k in (f"{a}>{b}", f"{b}>{a}")}
         entry["timeline"] = timeline
         out[link] = entry
     return out
@@ -558,11 +561,19 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
         console.print(ft)
 
     if report.get("links"):
-        lt = Table("link", "direction", "bytes", "packets", title="links", box=box.SIMPLE)
+        lt = Table(
+            "link", "direction", "bytes", "packets", "dropped", title="links", box=box.SIMPLE
+        )
         for name, link in report["links"].items():
             for key, val in link.items():
                 if ">" in key and isinstance(val, dict):
-                    lt.add_row(name, key, f"{val['bytes']:,}", f"{val['packets']:,}")
+                    lt.add_row(
+                        name,
+                        key,
+                        f"{val['bytes']:,}",
+                        f"{val['packets']:,}",
+                        f"{val.get('dropped', 0):,}",
+                    )
         console.print(lt)
 
     if report.get("nodes"):

@@ -179,6 +179,7 @@ class ScenarioRunner:
         }
         if kind == "workload":
             spec["duration"] = duration
+            spec["start_at"] = time.time()
             spec["grace"] = WORKLOAD_GRACE
             spec["results"] = str(self.results_path(proc.name))
         path = self.out_dir / "procs" / f"{proc.name}.json"

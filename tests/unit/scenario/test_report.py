@@ -212,9 +212,9 @@ def make_samples() -> list[dict[str, Any]]:
 def test_link_totals_handle_resets() -> None:
     link = link_stats(make_samples(), ["a-b"])["a-b"]
     # from the first sample on: 200 + 200 + 100 + 100 + 50 (reset: counts from 0)
-    assert link["a>b"] == {"bytes": 650, "packets": 7}
+    assert link["a>b"] == {"bytes": 650, "packets": 7, "dropped": 0}
     # 100, then b restarted while down: 400 counts in full, then + 50 + 10
-    assert link["b>a"] == {"bytes": 560, "packets": 1 + 3 + 1 + 1}
+    assert link["b>a"] == {"bytes": 560, "packets": 1 + 3 + 1 + 1, "dropped": 0}
     assert link["total_bytes"] == 650 + 560
 
 
@@ -234,8 +234,8 @@ def test_link_names_with_dashes_and_missing_links() -> None:
         {"t": 1, "nodes": {}, "links": {"x-1-y": {"x-1>y": {"bytes": 10, "packets": 1}}}},
     ]
     out = link_stats(samples, ["x-1-y", "p-q"])
-    assert out["x-1-y"]["x-1>y"] == {"bytes": 10, "packets": 1}
-    assert out["x-1-y"]["y>x-1"] == {"bytes": 0, "packets": 0}
+    assert out["x-1-y"]["x-1>y"] == {"bytes": 10, "packets": 1, "dropped": 0}
+    assert out["x-1-y"]["y>x-1"] == {"bytes": 0, "packets": 0, "dropped": 0}
     assert out["p-q"]["total_bytes"] == 0
 
 
