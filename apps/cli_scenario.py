@@ -73,8 +73,9 @@ def run(
         transient=True,
     )
 
-    def on_event(t: float, text: str) -> None:
-        progress.console.print(f"[dim]{t:7.2f}s[/] {text}")
+    def on_event(t: float | None, text: str) -> None:
+        when = "   setup" if t is None else f"{t:7.2f}s"
+        progress.console.print(f"[dim]{when}[/] {text}")
 
     runner = ScenarioRunner(sc, out_dir, backend=backend, on_event=on_event)
     console.print(

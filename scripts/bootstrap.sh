@@ -17,6 +17,11 @@ if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
         exit 1
     fi
 fi
+# the netns scenario backend drives namespaces and veth pairs with iproute2's `ip`
+if ! command -v ip >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing iproute2" >&2
+    apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=.venv/.icn-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)

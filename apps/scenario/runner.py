@@ -47,7 +47,7 @@ class ScenarioFailed(IcnError):
 
 @dataclass
 class Event:
-    t: float
+    t: float | None  # seconds since the start of the timeline; None during setup
     text: str
 
 
@@ -77,7 +77,7 @@ class ScenarioRunner:
         out_dir: Path,
         *,
         backend: str | None = None,
-        on_event: Callable[[float, str], None] | None = None,
+        on_event: Callable[[float | None, str], None] | None = None,
         run_id: str | None = None,
     ) -> None:
         self.sc = sc
@@ -104,7 +104,7 @@ class ScenarioRunner:
         return time.time() - self.state.t0 if self.state.t0 else 0.0
 
     def event(self, text: str) -> None:
-        t = self.now()
+        t = self.now() if self.state.t0 else None
         self.state.events.append(Event(t, text))
         if self.on_event is not None:
             self.on_event(t, text)
@@ -434,7 +434,10 @@ class ScenarioRunner:
             "out_dir": str(self.out_dir),
             "started_at": self.started_at,
             "wall_seconds": round(time.monotonic() - wall0, 2),
-            "events": [{"t": round(e.t, 3), "text": e.text} for e in self.state.events],
+            "events": [
+                {"t": None if e.t is None else round(e.t, 3), "text": e.text}
+                for e in self.state.events
+            ],
         }
         return build_report(
             self.sc,
