@@ -336,14 +336,19 @@ class ScenarioRunner:
                 self.fabric.detach(node)
                 self.event(f"node {node} crashed (exit code {child.proc.returncode})")
                 self.reroute_later(f"{node} crashed", failure=True)
-            for svc in self.sc.services:
-                child = self.procs.get(svc.name)
-                if child is None or svc.node in self.expected_down or child.proc.poll() is None:
+            for proc in [*self.sc.services, *self.sc.workloads]:
+                child = self.procs.get(proc.name)
+                if child is None or proc.node in self.expected_down or child.proc.poll() is None:
                     continue
-                key = f"{svc.name}:{child.pid}"
-                if key not in reported:
-                    reported.add(key)
-                    self.event(f"service {svc.name} exited (code {child.proc.returncode})")
+                key = f"{proc.name}:{child.pid}"
+                code = child.proc.returncode
+                is_service = isinstance(proc, ServiceSpec)
+                if key in reported or (code == 0 and not is_service):
+                    continue
+                reported.add(key)
+                last = (child.errors().strip().splitlines() or [""])[-1][:200]
+                kind = "service" if is_service else "workload"
+                self.event(f"{kind} {proc.name} exited with code {code}: {last}".rstrip(": "))
 
     async def sampler(self) -> None:
         interval = self.sc.report.interval
