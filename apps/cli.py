@@ -163,7 +163,7 @@ def loadgen_produce(
         )
         stop = loop.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+            loop.add_signal_handler(sig, lambda: None if stop.done() else stop.set_result(None))
         print("ready", flush=True)
         await stop
         transport.close()

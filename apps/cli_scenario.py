@@ -55,8 +55,9 @@ def run(
     plots: Annotated[bool, typer.Option(help="write PNG plots")] = True,
 ) -> None:
     """Run a scenario: a live view while it runs, then a summary, report.json and plots."""
-    from apps.scenario.report import render_summary, write_report
+    from apps.scenario.report import write_report
     from apps.scenario.runner import ScenarioFailed, ScenarioRunner, default_out_dir
+    from apps.scenario.summary import render_summary
 
     sc = _load(file)
     if backend not in (None, "local", "netns"):

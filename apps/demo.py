@@ -45,7 +45,7 @@ def run_demo(count: int = 1000, keep_logs: bool = False, console: Console | None
             counters = [f.counters() for f in topo.forwarders]
         finally:
             topo.stop()
-        ok = first.received == count and second.received == count
+        ok = bool(first.received == count and second.received == count)
         _report(console, count, first, second, counters)
     finally:
         if ok and not keep_logs:

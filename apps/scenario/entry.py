@@ -86,7 +86,13 @@ class WorkloadContext(ServiceContext):
         now = time.time()
         if sent is None:
             sent = now - (latency or 0.0)
-        rec = {"t": now, "sent": sent, "ok": ok, "latency": latency, "bytes": nbytes}
+        rec: dict[str, Any] = {
+            "t": now,
+            "sent": sent,
+            "ok": ok,
+            "latency": latency,
+            "bytes": nbytes,
+        }
         if error is not None:
             rec["error"] = error
         self._buffer.append(json.dumps(rec))

@@ -185,13 +185,13 @@ class Fabric:
                 log.warning("unregister %s via %s on %s: %s", prefix, nbr, node, exc)
             changes += 1
         for node, prefix, nbr, cost in add:
-            face_id = self.neighbor_face(node, nbr)
-            if face_id is None:
+            via = self.neighbor_face(node, nbr)
+            if via is None:
                 continue
             await self.command(
-                node, "rib", "register", name=prefix, face_id=face_id, cost=cost,
+                node, "rib", "register", name=prefix, face_id=via, cost=cost,
                 origin=self.origin,
             )  # fmt: skip
-            self.installed.setdefault(node, {}).setdefault(prefix, {})[nbr] = (face_id, cost)
+            self.installed.setdefault(node, {}).setdefault(prefix, {})[nbr] = (via, cost)
             changes += 1
         return changes

@@ -9,8 +9,8 @@ Pure functions over what the runner collected (no processes, no sockets):
   it comes back;
 * ``faults`` (``at`` planned, ``applied`` actual, relative seconds) and ``route_events``.
 
-:func:`build_report` turns them into one JSON-ready dict, :func:`render_summary` prints it with
-rich and :func:`write_report` writes ``report.json`` and the plots (:mod:`apps.scenario.plots`).
+:func:`build_report` turns them into one JSON-ready dict; ``summary.render_summary`` prints it
+with rich and :func:`write_report` writes ``report.json`` and the plots (``plots``).
 
 Counters are cumulative, so totals are sums of increments between samples.  The first sample is
 the baseline (traffic before the run started is not counted); a counter that first shows up in a
@@ -29,9 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from apps.scenario.schema import Scenario, WorkloadSpec
 
@@ -357,11 +354,11 @@ def node_stats(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 # ---------------------------------------------------------------------------------- checks
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return f"{x * 100:.4g}%"
 
 
-def _secs(x: float) -> str:
+def secs(x: float) -> str:
     return f"{x * 1000:.4g}ms" if x < 1 else f"{x:.4g}s"
 
 
@@ -375,14 +372,14 @@ def _check(
         if actual is None:
             return None, False, "no requests were made, so no success ratio"
         ok = actual >= expected
-        return actual, ok, f"success ratio {_pct(actual)} {'>=' if ok else '<'} {_pct(expected)}"
+        return actual, ok, f"success ratio {pct(actual)} {'>=' if ok else '<'} {pct(expected)}"
     if criterion == "max_p99_latency":
         p99 = (stats.get("latency_ms") or {}).get("p99")
         if p99 is None:
             return None, False, "no successful requests, so no p99 latency"
         actual = p99 / 1000.0
         ok = actual <= expected
-        return actual, ok, f"p99 latency {_secs(actual)} {'<=' if ok else '>'} {_secs(expected)}"
+        return actual, ok, f"p99 latency {secs(actual)} {'<=' if ok else '>'} {secs(expected)}"
     if criterion == "min_throughput":
         actual = stats.get("throughput")
         if actual is None:
@@ -410,8 +407,8 @@ def _check(
     return (
         actual,
         ok,
-        f"worst recovery {_secs(actual)} after {worst['fault']} "
-        f"{'<=' if ok else '>'} {_secs(expected)}",
+        f"worst recovery {secs(actual)} after {worst['fault']} "
+        f"{'<=' if ok else '>'} {secs(expected)}",
     )
 
 
@@ -497,134 +494,6 @@ def build_report(
     }
     plain: dict[str, Any] = _plain(report)
     return plain
-
-
-# ---------------------------------------------------------------------------------- output
-
-
-def _fmt(x: Any, spec: str = ".1f") -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def render_summary(report: dict[str, Any], console: Console) -> None:
-    """Tables for workloads, faults, links, nodes and expectations, then a verdict line."""
-    title = f"scenario {report.get('scenario')}"
-    if report.get("description"):
-        title += f": {report['description']}"
-    console.print(f"[bold]{title}[/bold]")
-
-    wl = Table(
-        "workload",
-        "requests",
-        "ok",
-        "failed",
-        "success",
-        "throughput/s",
-        "p50 ms",
-        "p99 ms",
-        title="workloads",
-        box=box.SIMPLE,
-    )
-    for name, w in (report.get("workloads") or {}).items():
-        ratio = w.get("success_ratio")
-        lat = w.get("latency_ms") or {}
-        wl.add_row(
-            name,
-            str(w["requests"]),
-            str(w["ok"]),
-            str(w["failed"]),
-            "-" if ratio is None else _pct(ratio),
-            _fmt(w.get("throughput"), ".2f"),
-            _fmt(lat.get("p50")),
-            _fmt(lat.get("p99")),
-        )
-    console.print(wl)
-
-    if report.get("faults"):
-        ft = Table(
-            "planned s", "applied s", "action", "target", "recovery", title="faults", box=box.SIMPLE
-        )
-        for f in report["faults"]:
-            rec = ", ".join(
-                f"{w}: {'never' if s is None else _secs(s)}"
-                for w, s in (f.get("recovery") or {}).items()
-            )
-            if f.get("error"):
-                rec = f"[red]error: {f['error']}[/red]" + (f"; {rec}" if rec else "")
-            ft.add_row(
-                _fmt(f.get("at"), ".2f"),
-                _fmt(f.get("applied"), ".2f"),
-                str(f.get("action")),
-                str(f.get("target")),
-                rec or "-",
-            )
-        console.print(ft)
-
-    if report.get("links"):
-        lt = Table(
-            "link", "direction", "bytes", "packets", "dropped", title="links", box=box.SIMPLE
-        )
-        for name, link in report["links"].items():
-            for key, val in link.items():
-                if ">" in key and isinstance(val, dict):
-                    lt.add_row(
-                        name,
-                        key,
-                        f"{val['bytes']:,}",
-                        f"{val['packets']:,}",
-                        f"{val.get('dropped', 0):,}",
-                    )
-        console.print(lt)
-
-    if report.get("nodes"):
-        nt = Table(
-            "node",
-            "in interests",
-            "out interests",
-            "out data",
-            "satisfied",
-            "unsatisfied",
-            "restarts",
-            title="nodes (over the run)",
-            box=box.SIMPLE,
-        )
-        for name, node in report["nodes"].items():
-            tot = node.get("totals") or {}
-
-            def cell(key: str, tot: Mapping[str, Any] = tot) -> str:
-                return "-" if key not in tot else f"{tot[key]:,}"
-
-            n_down = node.get("down_samples") or 0
-            down = f" (down {n_down} sample{'s' if n_down > 1 else ''})" if n_down else ""
-            nt.add_row(
-                name,
-                cell("n_in_interests"),
-                cell("n_out_interests"),
-                cell("n_out_data"),
-                cell("n_satisfied_interests"),
-                cell("n_unsatisfied_interests"),
-                f"{node.get('restarts', 0)}{down}",
-            )
-        console.print(nt)
-
-    expectations = report.get("expectations") or []
-    if expectations:
-        et = Table("", "workload", "criterion", "result", title="expectations", box=box.SIMPLE)
-        for e in expectations:
-            mark = "[green]PASS[/green]" if e["passed"] else "[red]FAIL[/red]"
-            et.add_row(mark, e["workload"], e["criterion"], e["text"])
-        console.print(et)
-    failed = [e for e in expectations if not e["passed"]]
-    if not expectations:
-        console.print("no expectations")
-    elif failed:
-        what = "; ".join(f"{e['workload']}: {e['text']}" for e in failed)
-        console.print(
-            f"[bold red]FAILED: {len(failed)} of {len(expectations)} "
-            f"expectations failed ({what})[/bold red]"
-        )
-    else:
-        console.print(f"[bold green]PASSED: {len(expectations)} expectations held[/bold green]")
 
 
 def write_report(report: dict[str, Any], out_dir: Path, plots: bool = True) -> list[Path]:

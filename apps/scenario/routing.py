@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import networkx as nx
+import networkx as nx  # type: ignore[import-untyped]
 
 from apps.scenario.schema import Scenario
 

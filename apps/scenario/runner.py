@@ -337,16 +337,16 @@ class ScenarioRunner:
                 self.event(f"node {node} crashed (exit code {child.proc.returncode})")
                 self.reroute_later(f"{node} crashed", failure=True)
             for proc in [*self.sc.services, *self.sc.workloads]:
-                child = self.procs.get(proc.name)
-                if child is None or proc.node in self.expected_down or child.proc.poll() is None:
+                pchild = self.procs.get(proc.name)
+                if pchild is None or proc.node in self.expected_down or pchild.proc.poll() is None:
                     continue
-                key = f"{proc.name}:{child.pid}"
-                code = child.proc.returncode
+                key = f"{proc.name}:{pchild.pid}"
+                code = pchild.proc.returncode
                 is_service = isinstance(proc, ServiceSpec)
                 if key in reported or (code == 0 and not is_service):
                     continue
                 reported.add(key)
-                last = (child.errors().strip().splitlines() or [""])[-1][:200]
+                last = (pchild.errors().strip().splitlines() or [""])[-1][:200]
                 kind = "service" if is_service else "workload"
                 self.event(f"{kind} {proc.name} exited with code {code}: {last}".rstrip(": "))
 

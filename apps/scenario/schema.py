@@ -138,12 +138,16 @@ class ServiceSpec(ProcessSpec):
 ReportItem = Literal["latency", "throughput", "success"]
 
 
+def _every_report_item() -> list[ReportItem]:
+    return ["latency", "throughput", "success"]
+
+
 class WorkloadSpec(ProcessSpec):
     """A process started at ``start`` for ``duration`` (default: to the end of the run)."""
 
     start: Duration = 0.0
     duration: Duration | None = None
-    report: list[ReportItem] = Field(default_factory=lambda: ["latency", "throughput", "success"])
+    report: list[ReportItem] = Field(default_factory=_every_report_item)
 
 
 FaultAction = Literal["kill", "restart", "cut", "restore", "shape"]
@@ -187,9 +191,10 @@ class FaultSpec(_Strict):
 
     @property
     def action(self) -> FaultAction:
-        for a in ("kill", "restart", "cut", "restore", "shape"):
+        actions: tuple[FaultAction, ...] = ("kill", "restart", "cut", "restore", "shape")
+        for a in actions:
             if getattr(self, a):
-                return a  # type: ignore[return-value]
+                return a
         raise AssertionError("validated")
 
     @property

@@ -17,11 +17,11 @@ from apps.scenario.report import (
     check_expectations,
     link_stats,
     node_stats,
-    render_summary,
     workload_stats,
     write_report,
 )
 from apps.scenario.schema import Scenario
+from apps.scenario.summary import render_summary
 
 T0 = 1000.0
 ENTRY = "apps.workloads:consumer"

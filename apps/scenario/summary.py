@@ -1,0 +1,138 @@
+"""The end-of-run summary in the terminal: rich tables of a report built by
+:func:`apps.scenario.report.build_report` (workloads, faults, links, nodes, expectations)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from apps.scenario.report import pct, secs
+
+
+def _fmt(x: Any, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def render_summary(report: dict[str, Any], console: Console) -> None:
+    """Tables for workloads, faults, links, nodes and expectations, then a verdict line."""
+    title = f"scenario {report.get('scenario')}"
+    if report.get("description"):
+        title += f": {report['description']}"
+    console.print(f"[bold]{title}[/bold]")
+
+    wl = Table(
+        "workload",
+        "requests",
+        "ok",
+        "failed",
+        "success",
+        "throughput/s",
+        "p50 ms",
+        "p99 ms",
+        title="workloads",
+        box=box.SIMPLE,
+    )
+    for name, w in (report.get("workloads") or {}).items():
+        ratio = w.get("success_ratio")
+        lat = w.get("latency_ms") or {}
+        wl.add_row(
+            name,
+            str(w["requests"]),
+            str(w["ok"]),
+            str(w["failed"]),
+            "-" if ratio is None else pct(ratio),
+            _fmt(w.get("throughput"), ".2f"),
+            _fmt(lat.get("p50")),
+            _fmt(lat.get("p99")),
+        )
+    console.print(wl)
+
+    if report.get("faults"):
+        ft = Table(
+            "planned s", "applied s", "action", "target", "recovery", title="faults", box=box.SIMPLE
+        )
+        for f in report["faults"]:
+            rec = ", ".join(
+                f"{w}: {'never' if s is None else secs(s)}"
+                for w, s in (f.get("recovery") or {}).items()
+            )
+            if f.get("error"):
+                rec = f"[red]error: {f['error']}[/red]" + (f"; {rec}" if rec else "")
+            ft.add_row(
+                _fmt(f.get("at"), ".2f"),
+                _fmt(f.get("applied"), ".2f"),
+                str(f.get("action")),
+                str(f.get("target")),
+                rec or "-",
+            )
+        console.print(ft)
+
+    if report.get("links"):
+        lt = Table(
+            "link", "direction", "bytes", "packets", "dropped", title="links", box=box.SIMPLE
+        )
+        for name, link in report["links"].items():
+            for key, val in link.items():
+                if ">" in key and isinstance(val, dict):
+                    lt.add_row(
+                        name,
+                        key,
+                        f"{val['bytes']:,}",
+                        f"{val['packets']:,}",
+                        f"{val.get('dropped', 0):,}",
+                    )
+        console.print(lt)
+
+    if report.get("nodes"):
+        nt = Table(
+            "node",
+            "in interests",
+            "out interests",
+            "out data",
+            "satisfied",
+            "unsatisfied",
+            "restarts",
+            title="nodes (over the run)",
+            box=box.SIMPLE,
+        )
+        for name, node in report["nodes"].items():
+            tot = node.get("totals") or {}
+
+            def cell(key: str, tot: Mapping[str, Any] = tot) -> str:
+                return "-" if key not in tot else f"{tot[key]:,}"
+
+            n_down = node.get("down_samples") or 0
+            down = f" (down {n_down} sample{'s' if n_down > 1 else ''})" if n_down else ""
+            nt.add_row(
+                name,
+                cell("n_in_interests"),
+                cell("n_out_interests"),
+                cell("n_out_data"),
+                cell("n_satisfied_interests"),
+                cell("n_unsatisfied_interests"),
+                f"{node.get('restarts', 0)}{down}",
+            )
+        console.print(nt)
+
+    expectations = report.get("expectations") or []
+    if expectations:
+        et = Table("", "workload", "criterion", "result", title="expectations", box=box.SIMPLE)
+        for e in expectations:
+            mark = "[green]PASS[/green]" if e["passed"] else "[red]FAIL[/red]"
+            et.add_row(mark, e["workload"], e["criterion"], e["text"])
+        console.print(et)
+    failed = [e for e in expectations if not e["passed"]]
+    if not expectations:
+        console.print("no expectations")
+    elif failed:
+        what = "; ".join(f"{e['workload']}: {e['text']}" for e in failed)
+        console.print(
+            f"[bold red]FAILED: {len(failed)} of {len(expectations)} "
+            f"expectations failed ({what})[/bold red]"
+        )
+    else:
+        console.print(f"[bold green]PASSED: {len(expectations)} expectations held[/bold green]")
