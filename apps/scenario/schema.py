@@ -11,7 +11,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from apps.scenario.units import parse_duration, parse_probability, parse_rate
 from icn.errors import ConfigError
@@ -45,6 +53,16 @@ def _check_prefix(value: str) -> str:
 
 
 Prefix = Annotated[str, BeforeValidator(lambda v: _check_prefix(v) if isinstance(v, str) else v)]
+
+
+def _check_identifier(value: str) -> str:
+    if not NODE_NAME.match(value):
+        raise ValueError(f"{value!r}: use a letter then letters, digits, - or _ (32 at most)")
+    return value
+
+
+# names of scenarios, nodes, services and workloads (they end up in file and namespace names)
+Identifier = Annotated[str, AfterValidator(_check_identifier)]
 
 
 class NodeSpec(_Strict):
@@ -106,7 +124,7 @@ class RouteSpec(_Strict):
 
 
 class ProcessSpec(_Strict):
-    name: str
+    name: Identifier
     node: str
     entry: str = Field(description="a Python callable as module:function")
     args: dict[str, Any] = Field(default_factory=dict)
@@ -116,13 +134,6 @@ class ProcessSpec(_Strict):
     def _check_entry(cls, v: str) -> str:
         if not ENTRY.match(v):
             raise ValueError(f"{v!r} is not module:function, e.g. apps.workloads:producer")
-        return v
-
-    @field_validator("name")
-    @classmethod
-    def _check_name(cls, v: str) -> str:
-        if not NODE_NAME.match(v):
-            raise ValueError(f"{v!r}: use a letter then letters, digits, - or _ (32 at most)")
         return v
 
 
@@ -245,11 +256,11 @@ class ReportSpec(_Strict):
 
 
 class Scenario(_Strict):
-    name: str
+    name: Identifier
     description: str = ""
     backend: Literal["local", "netns"] = "local"
     duration: Duration = 10.0
-    nodes: dict[str, NodeSpec]
+    nodes: dict[Identifier, NodeSpec]
     links: list[LinkSpec] = Field(default_factory=list)
     routes: Literal["auto"] | list[RouteSpec] = "auto"
     reconverge_after: Duration | None = Field(
@@ -262,23 +273,11 @@ class Scenario(_Strict):
     faults: list[FaultSpec] = Field(default_factory=list)
     report: ReportSpec = ReportSpec()
 
-    @field_validator("name")
-    @classmethod
-    def _check_name(cls, v: str) -> str:
-        if not NODE_NAME.match(v):
-            raise ValueError(f"{v!r}: use a letter then letters, digits, - or _ (32 at most)")
-        return v
-
     @field_validator("nodes")
     @classmethod
     def _check_nodes(cls, v: dict[str, NodeSpec]) -> dict[str, NodeSpec]:
         if not v:
             raise ValueError("a scenario needs at least one node, e.g. nodes: {a: {}}")
-        for name in v:
-            if not NODE_NAME.match(name):
-                raise ValueError(
-                    f"node name {name!r}: use a letter then letters, digits, - or _ (32 at most)"
-                )
         return v
 
     @field_validator("duration")

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.face import Face
 from forwarder.face.shaper import ShaperConfig
@@ -29,16 +27,6 @@ from icn.tlv import encode_nni_tlv, encode_tlv
 from tests.unit.mgmt.test_management import App
 
 SHAPE = from_uri("/localhost/nfd/link/shape")
-
-
-@pytest.fixture
-async def daemon() -> AsyncIterator[ForwarderDaemon]:
-    d = ForwarderDaemon(config_from_dict({"listen": {}}))
-    await d.start()
-    try:
-        yield d
-    finally:
-        await d.stop()
 
 
 def _shape_name(face_id: int, settings: dict[str, Any], prefix: bytes = SHAPE) -> bytes:

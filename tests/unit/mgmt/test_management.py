@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -30,7 +29,6 @@ from ndn.app_support.nfd_mgmt import (
 )
 from ndn.encoding import Name
 
-from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.face import Face
 from forwarder.face.memory import MemoryTransport, memory_pair
@@ -99,16 +97,6 @@ def _content(wire: bytes) -> bytes:
             return wire[vs:ve]
         pos = ve
     raise AssertionError("no Content")
-
-
-@pytest.fixture
-async def daemon() -> AsyncIterator[ForwarderDaemon]:
-    d = ForwarderDaemon(config_from_dict({"listen": {}}))
-    await d.start()
-    try:
-        yield d
-    finally:
-        await d.stop()
 
 
 async def test_register_with_face_id_zero_routes_to_the_requesting_face(

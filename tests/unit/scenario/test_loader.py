@@ -190,3 +190,14 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_shipped_scenarios_validate(path: Path) -> None:
     sc = load_scenario(path)
     assert sc.workloads and sc.report.expect, "every shipped scenario states what it shows"
+
+
+def test_names_must_be_identifiers() -> None:
+    text = (
+        "name: t\nnodes:\n  a: {}\n  9b: {}\nworkloads:\n  - {name: 'x y', node: a, entry: 'a:b'}\n"
+    )
+    assert problems(text) == [
+        "s.yaml:4: nodes.9b: '9b': use a letter then letters, digits, - or _ (32 at most)",
+        "s.yaml:6: workloads[0].name: 'x y': use a letter then letters, digits, - or _ "
+        "(32 at most)",
+    ]
