@@ -84,7 +84,7 @@ def plot_throughput(report: dict[str, Any], path: Path) -> Path:
     drew = False
     for name, w in (report.get("workloads") or {}).items():
         timeline = w.get("timeline") or []
-        if timeline:
+        if timeline and "throughput" in w.get("reports", ["throughput"]):
             xs, ys = _steps(timeline, "throughput", w["active"]["end"])
             ax.step(xs, ys, where="post", label=name)
             drew = True
@@ -97,6 +97,8 @@ def plot_latency(report: dict[str, Any], path: Path) -> Path:
     drew = False
     for name, w in (report.get("workloads") or {}).items():
         timeline = w.get("timeline") or []
+        if "latency" not in w.get("reports", ["latency"]):
+            continue
         if not any(b.get("p50_ms") is not None for b in timeline):
             continue
         end = w["active"]["end"]

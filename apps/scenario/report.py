@@ -170,6 +170,8 @@ def workload_stats(
 
     return {
         "node": spec.node,
+        # what the scenario asked this workload to report: the summary and plots show only that
+        "reports": list(spec.report),
         "active": {"start": start, "end": end},
         "interval": interval,
         "requests": len(records),

@@ -38,14 +38,17 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
     )
     for name, w in (report.get("workloads") or {}).items():
         ratio = w.get("success_ratio")
-        lat = w.get("latency_ms") or {}
+        shows = set(w.get("reports", ["latency", "throughput", "success"]))
+        lat = w.get("latency_ms") if "latency" in shows else None
+        lat = lat or {}
+        counts = "success" in shows
         wl.add_row(
             name,
-            str(w["requests"]),
-            str(w["ok"]),
-            str(w["failed"]),
-            "-" if ratio is None else pct(ratio),
-            _fmt(w.get("throughput"), ".2f"),
+            str(w["requests"]) if counts else "-",
+            str(w["ok"]) if counts else "-",
+            str(w["failed"]) if counts else "-",
+            "-" if ratio is None or not counts else pct(ratio),
+            _fmt(w.get("throughput") if "throughput" in shows else None, ".2f"),
             _fmt(lat.get("p50")),
             _fmt(lat.get("p99")),
         )

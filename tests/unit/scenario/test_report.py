@@ -427,3 +427,27 @@ def test_importing_the_report_does_not_import_matplotlib() -> None:
     code = "import sys, apps.scenario.report; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_workload_reports_only_what_it_was_asked_to() -> None:
+    from apps.scenario.summary import render_summary as render
+
+    sc = Scenario.model_validate(
+        {
+            "name": "r",
+            "duration": 4,
+            "nodes": {"a": {}},
+            "workloads": [
+                {"name": "w", "node": "a", "entry": "m:f", "report": ["throughput"]},
+            ],
+        }
+    )
+    records = {"w": [{"t": 1001.5, "sent": 1001.0, "ok": True, "latency": 0.5, "bytes": 1}]}
+    report = build_report(sc, 1000.0, records, [], [], [], {})
+    assert report["workloads"]["w"]["reports"] == ["throughput"]
+    console = Console(record=True, width=200)
+    render(report, console)
+    row = next(ln for ln in console.export_text().splitlines() if ln.strip().startswith("w "))
+    assert "500" not in row  # the latency (500 ms) is not shown
+    assert row.split()[1:5] == ["-", "-", "-", "-"]  # nor the success counts
+    assert "0.25" in row  # 1 success over 4 s
