@@ -69,6 +69,7 @@ def run(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TextColumn("{task.completed:>5.1f}/{task.total:g}s"),
+        TextColumn("{task.fields[stats]}"),
         TimeElapsedColumn(),
         console=console,
         transient=True,
@@ -89,11 +90,13 @@ def run(
         task = asyncio.current_task()
         assert task is not None
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
-        bar = progress.add_task(sc.name, total=sc.duration)
+        bar = progress.add_task(sc.name, total=sc.duration, stats="")
 
         async def tick() -> None:
             while True:
-                progress.update(bar, completed=min(sc.duration, runner.now()))
+                ok, failed = runner.live_counts()
+                stats = f"[green]{ok:,} ok[/] [red]{failed:,} failed[/]" if ok or failed else ""
+                progress.update(bar, completed=min(sc.duration, runner.now()), stats=stats)
                 await asyncio.sleep(0.25)
 
         ticker = asyncio.ensure_future(tick())

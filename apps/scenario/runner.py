@@ -97,6 +97,8 @@ class ScenarioRunner:
         self.started_at = ""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starts: dict[str, int] = {}
+        self._offsets: dict[str, int] = {}
+        self._live = [0, 0]
 
     # ---- events and time -------------------------------------------------------------------
 
@@ -391,6 +393,8 @@ class ScenarioRunner:
 
     async def setup(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        for wl in self.sc.workloads:  # an --out reused from an earlier run: start afresh
+            self.results_path(wl.name).unlink(missing_ok=True)
         self.record = RunRecord.create(self.run_id, self.sc.name, self.backend_kind, self.out_dir)
         if hasattr(self.backend, "record"):
             self.backend.record = self.record
@@ -465,6 +469,25 @@ class ScenarioRunner:
         finally:
             if self.record is not None:
                 self.record.finish()
+
+    def live_counts(self) -> tuple[int, int]:
+        """(successes, failures) recorded so far by all workloads, read incrementally from
+        their results files (for the live view; records are flushed every half second)."""
+        for wl in self.sc.workloads:
+            path = self.results_path(wl.name)
+            offset = self._offsets.get(wl.name, 0)
+            try:
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+            except OSError:
+                continue
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self._offsets[wl.name] = offset + len(complete)
+            ok = complete.count(b'"ok": true')
+            self._live[0] += ok
+            self._live[1] += complete.count(b"\n") - ok
+        return self._live[0], self._live[1]
 
     def read_records(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}

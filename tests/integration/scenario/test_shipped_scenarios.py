@@ -32,6 +32,9 @@ def test_quickstart(tmp_path: Path, state_dir: Path) -> None:
     # nothing left: sockets gone, run record finished
     assert not list(state_dir.glob("*.json"))
     assert not Path(f"/tmp/icn-{report['meta']['run_id']}").exists()
+    # the same --out again: a fresh report, not this run's records plus the next one's
+    _, again = run_scenario(SCENARIOS / "quickstart.yaml", tmp_path / "out", "--no-plots")
+    assert again["workloads"]["consumer"]["requests"] < 1.2 * wl["requests"]
 
 
 def test_loss_recovery(tmp_path: Path, state_dir: Path) -> None:
