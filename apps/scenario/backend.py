@@ -17,11 +17,11 @@ import ctypes
 import ctypes.util
 import random
 import signal
-import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 from apps.procs import Child
+from apps.scenario.runs import remove_socket_dir, socket_dir
 from apps.scenario.schema import LinkSpec, Scenario
 
 PR_SET_PDEATHSIG = 1
@@ -74,17 +74,14 @@ class Backend(ABC):
     def sock_dir(self) -> Path:
         """Where the nodes' Unix sockets live: short and fixed, whatever ``run_dir`` is, since a
         socket path may not exceed 107 bytes."""
-        return Path(tempfile.gettempdir()) / f"icn-{self.run_id}"
+        return socket_dir(self.run_id)
 
     def unix_socket(self, node: str) -> Path:
         """The node forwarder's Unix socket, where its apps and the launcher connect."""
         return self.sock_dir / f"{node}.sock"
 
     def remove_sockets(self) -> None:
-        if self.sock_dir.is_dir():
-            for path in self.sock_dir.iterdir():
-                path.unlink(missing_ok=True)
-            self.sock_dir.rmdir()
+        remove_socket_dir(self.sock_dir)
 
     def resources(self) -> list[str]:
         """What ``teardown`` removes besides processes (for the run record and ``clean``)."""

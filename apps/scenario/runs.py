@@ -347,18 +347,7 @@ def _clean_record(record: RunRecord, existing: set[str], dry_run: bool, lines: l
     for name in record.namespaces:
         if name in existing:
             ok = _clean_namespace(name, run, dry_run, lines) and ok
-    sock_dirs = [socket_dir(record.run_id)]
-    if record.run_dir:
-        sock_dirs.append(Path(record.run_dir) / "sock")
-    for sock_dir in sock_dirs:
-        if not sock_dir.is_dir():
-            continue
-        if dry_run:
-            lines.append(f"would remove {sock_dir} ({run})")
-        elif remove_socket_dir(sock_dir):
-            lines.append(f"removed {sock_dir} ({run})")
-        else:
-            lines.append(f"left {sock_dir} ({run}): it holds files other than sockets")
+    _clean_socket_dir(record.run_id, run, dry_run, lines)
     if dry_run:
         lines.append(f"would delete run record {record.path}")
     elif ok:  # keep the record while a namespace of it remains, so a later clean retries
@@ -366,12 +355,24 @@ def _clean_record(record: RunRecord, existing: set[str], dry_run: bool, lines: l
         lines.append(f"deleted run record {record.path} ({record.scenario}, {record.started})")
 
 
+def _clean_socket_dir(run_id: str, run: str, dry_run: bool, lines: list[str]) -> None:
+    sock_dir = socket_dir(run_id)
+    if not sock_dir.is_dir():
+        return
+    if dry_run:
+        lines.append(f"would remove {sock_dir} ({run})")
+    elif remove_socket_dir(sock_dir):
+        lines.append(f"removed {sock_dir} ({run})")
+    else:
+        lines.append(f"left {sock_dir} ({run}): it holds files other than sockets")
+
+
 def clean(dry_run: bool = False) -> list[str]:
     """Undo every run whose launcher is gone; returns what was (or would be) removed.
 
     For each record of a dead launcher: SIGKILL its recorded processes that are still the same
     process (PID and start time), delete its namespaces, remove its Unix sockets (the run's
-    :func:`socket_dir`, and ``run_dir/sock``) and the record.  Then delete every
+    :func:`socket_dir`) and the record.  Then delete every
     ``icn-<run id>-*`` namespace whose run has no live record (a launcher killed before it wrote
     the record), killing the processes inside by PID first, and that run's socket directory.
     Runs whose launcher is alive are left alone.
@@ -407,13 +408,7 @@ def clean(dry_run: bool = False) -> list[str]:
         _clean_namespace(name, f"run {run_id} has no live launcher", dry_run, lines)
         orphans.add(run_id)
     for run_id in sorted(orphans):
-        sock_dir = socket_dir(run_id)
-        if not sock_dir.is_dir():
-            continue
-        if dry_run:
-            lines.append(f"would remove {sock_dir} (run {run_id})")
-        elif remove_socket_dir(sock_dir):
-            lines.append(f"removed {sock_dir} (run {run_id})")
+        _clean_socket_dir(run_id, f"run {run_id}", dry_run, lines)
     if not dry_run and directory.is_dir():
         for tmp in directory.glob(".*.tmp"):  # a launcher killed in the middle of a save
             with contextlib.suppress(OSError, ValueError):
