@@ -8,7 +8,8 @@ datagram.  Each hands whole packets to the endpoint's receive path from the prot
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from icn.errors import DecodeError
 from icn.tlv import frame_length
@@ -85,3 +86,39 @@ class DatagramProtocol(asyncio.DatagramProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ep._lost(exc)
+
+
+class PacketPort(Protocol):
+    """One end of an in-memory link (a forwarder's in-memory transport is one): whole packets
+    out with ``send``, whole packets in through the bound ``receive``, ``on_close`` once."""
+
+    def send(self, wire: bytes) -> None: ...
+
+    def bind(self, receive: Callable[[bytes], None], on_close: Callable[[], None]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PortTransport:
+    """Lets an :class:`~icn.endpoint.Endpoint` write to a :class:`PacketPort` as it writes to a
+    socket.  The port bounds its own queue (and counts what it drops), so no buffer here."""
+
+    def __init__(self, port: PacketPort, ep: Endpoint) -> None:
+        self.port = port
+        self._closing = False
+        port.bind(ep._receive, lambda: ep._lost(None))
+        ep._transport = self
+
+    def write(self, wire: bytes) -> None:
+        self.port.send(wire)
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            self.port.close()  # the port calls on_close, which resolves the endpoint

@@ -21,9 +21,9 @@ from typing import Any, cast
 
 import icn.mgmt_client as mgmt_client
 from icn import tlv_types as T
-from icn.app_protocols import DatagramProtocol, StreamProtocol
+from icn.app_protocols import DatagramProtocol, PacketPort, PortTransport, StreamProtocol
 from icn.client_conf import ENV_VAR, is_local_transport, parse_transport, resolve_transport
-from icn.encode import make_interest
+from icn.encode import make_data, make_interest
 from icn.errors import (
     DecodeError,
     EncodeError,
@@ -36,13 +36,19 @@ from icn.errors import (
 from icn.lp import encode_lp, parse_lp
 from icn.name import component_ends, from_uri, to_uri
 from icn.packet import DataView, InterestView, parse_data, parse_interest
+from icn.publish import DEFAULT_SEGMENT_SIZE, SegmentedObject
+from icn.reflexive import LIFETIME_EXTENSION, reflexive_key, ri_key, trigger_key
 from icn.segments import fetch_segments
 from icn.signed_interest import make_signed_interest
+from icn.signer import DIGEST_SHA256, Signer
 
 log = logging.getLogger(__name__)
 
 Reply = Callable[[bytes], None]
 Handler = Callable[[InterestView, Reply], Awaitable[None] | None]
+# Checks a received Data before it is handed over (a signature, a trust policy): it raises, and
+# the expression fails with that exception, e.g. icn.errors.ValidationError.
+Verifier = Callable[[DataView], None]
 NameLike = bytes | str
 
 DEFAULT_MAX_PENDING = 65536
@@ -75,6 +81,8 @@ class PendingInterest:
         "prefix",
         "retries",
         "timer",
+        "trigger",
+        "verify",
         "wire",
     )
 
@@ -91,6 +99,10 @@ class PendingInterest:
         self.future = future
         self.timer: asyncio.TimerHandle | None = None
         self.done = False
+        # the reflexive segment ending a Trigger Interest's name: Reflexive Interests for it
+        # extend this Interest's wait, as forwarders extend its PIT entry
+        self.trigger = trigger_key(iv.name, iv.name_ends)
+        self.verify: Verifier | None = None
 
 
 class Endpoint:
@@ -102,7 +114,8 @@ class Endpoint:
         self.max_pending = max_pending
         self.counters: Counter[str] = Counter()
         self.face_id: int | None = None  # learnt from the first rib/register reply
-        self._transport: asyncio.BaseTransport | None = None
+        self.signer: Signer | None = DIGEST_SHA256  # signs what publish() and make_data() build
+        self._transport: asyncio.BaseTransport | PortTransport | None = None
         self._datagram = False
         self._open = True
         self._closed = asyncio.get_running_loop().create_future()
@@ -111,6 +124,7 @@ class Endpoint:
         self._handlers: dict[bytes, Handler] = {}
         self._depths: list[int] = []  # component counts of the handler prefixes, longest first
         self._tasks: set[asyncio.Future[None]] = set()
+        self._triggers: dict[bytes, list[PendingInterest]] = {}
 
     @classmethod
     async def connect(
@@ -147,6 +161,15 @@ class Endpoint:
             raise ForwarderUnreachable(
                 f"no forwarder at {uri} (is `icn fwd` running? set {ENV_VAR})"
             ) from exc
+        return ep
+
+    @classmethod
+    def over_port(cls, port: PacketPort, *, max_pending: int = DEFAULT_MAX_PENDING) -> Endpoint:
+        """An endpoint on an in-memory link to a forwarder in this process (a forwarder's
+        in-memory transport, see ``forwarder.face.memory``): local scope, like a Unix socket.
+        Call from within the running event loop."""
+        ep = cls("memory://", is_local=True, max_pending=max_pending)
+        PortTransport(port, ep)
         return ep
 
     async def __aenter__(self) -> Endpoint:
@@ -187,13 +210,18 @@ class Endpoint:
         forwarding_hint: list[bytes] | None = None,
         timeout: float | None = None,
         retries: int = 0,
+        verify: Verifier | None = None,
     ) -> DataView:
         """Send an Interest and return the Data that satisfies it.
 
         Each transmission waits its lifetime; then it is re-sent with a fresh Nonce, up to
         ``retries`` times, before InterestTimeout.  ``timeout`` bounds the whole call.  A Nack
-        raises InterestNack; closing the endpoint raises InterestCanceled.  Read the content
-        with :func:`data_content`.
+        raises InterestNack; closing the endpoint raises InterestCanceled.  ``verify`` checks
+        the Data first; what it raises fails the call (a forged Data is not retried: the
+        network gave its answer).  A Trigger Interest (its name ends in a reflexive segment)
+        waits longer while Reflexive Interests for it arrive, 1.5 times their lifetime from
+        each, as the forwarders keep its PIT entry.  Read the content with
+        :func:`data_content`.
         """
         rec = self.start(
             name,
@@ -206,6 +234,7 @@ class Endpoint:
             forwarding_hint=forwarding_hint,
             retries=retries,
         )
+        rec.verify = verify
         try:
             async with asyncio.timeout(timeout):
                 return await rec.future
@@ -259,6 +288,8 @@ class Endpoint:
         iv = parse_interest(wire)
         rec = PendingInterest(iv, retries, asyncio.get_running_loop().create_future())
         self._pending.setdefault(rec.name, []).append(rec)
+        if rec.trigger is not None:
+            self._triggers.setdefault(rec.trigger, []).append(rec)
         self._n_pending += 1
         self._n_prefix += rec.prefix
         self._n_digest += rec.digest
@@ -276,6 +307,11 @@ class Endpoint:
         recs.remove(rec)
         if not recs:
             del self._pending[rec.name]
+        if rec.trigger is not None:
+            triggers = self._triggers[rec.trigger]
+            triggers.remove(rec)
+            if not triggers:
+                del self._triggers[rec.trigger]
         self._n_pending -= 1
         self._n_prefix -= rec.prefix
         self._n_digest -= rec.digest
@@ -290,6 +326,18 @@ class Endpoint:
         rec.attempts += 1
         self._write(rec.wire)
         rec.timer = asyncio.get_running_loop().call_later(rec.lifetime, self._expired, rec)
+
+    def _extend_trigger(self, key: bytes, ri_lifetime_ms: int) -> None:
+        """A Reflexive Interest for ``key`` arrived: its Trigger Interest waits at least 1.5
+        times the RI's lifetime from now (never less than it already would)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + LIFETIME_EXTENSION * ri_lifetime_ms / 1000.0
+        for rec in self._triggers.get(key, ()):
+            timer = rec.timer
+            if timer is not None and timer.when() < until:
+                timer.cancel()
+                rec.timer = loop.call_at(until, self._expired, rec)
+                self.counters["trigger_extended"] += 1
 
     def _expired(self, rec: PendingInterest) -> None:
         if rec.done:
@@ -311,10 +359,27 @@ class Endpoint:
 
     def _satisfy(self, rec: PendingInterest, dv: DataView) -> None:
         if not rec.future.done():
-            rec.future.set_result(dv)
+            verify = rec.verify
+            if verify is None:
+                rec.future.set_result(dv)
+            else:
+                try:
+                    verify(dv)
+                except Exception as exc:
+                    self.counters["verify_failed"] += 1
+                    rec.future.set_exception(exc)
+                else:
+                    rec.future.set_result(dv)
         self.drop(rec)
 
     # ---- producer ------------------------------------------------------------------------
+
+    async def serve(
+        self, prefix: NameLike, handler: Handler, *, origin: int = 0, cost: int = 0
+    ) -> None:
+        """Serve ``prefix``: see :meth:`register`.  The handler gets ``(interest, reply)`` and
+        may call ``reply(data_wire)`` at once or later (a thunk, a slow computation)."""
+        await self.register(prefix, handler, origin=origin, cost=cost)
 
     async def register(
         self, prefix: NameLike, handler: Handler, *, origin: int = 0, cost: int = 0
@@ -355,6 +420,63 @@ class Endpoint:
         value = as_name(prefix)
         if self._handlers.pop(value, None) is not None:
             self._depths = sorted({len(component_ends(p)) for p in self._handlers}, reverse=True)
+
+    def add_reflexive(self, rnp: bytes, handler: Handler) -> bytes:
+        """Answer Reflexive Interests ``/<RNP>/...`` for ``rnp`` with ``handler``: no route is
+        registered (forwarders bring them along the Trigger Interest's reverse path).  Returns
+        the reflexive segment; :meth:`remove_reflexive` when the exchange is over."""
+        key = reflexive_key(rnp)
+        self.add_handler(key, handler)
+        return key
+
+    def remove_reflexive(self, rnp: bytes) -> None:
+        self.remove_handler(reflexive_key(rnp))
+
+    def make_data(
+        self,
+        name: NameLike,
+        content: bytes = b"",
+        *,
+        freshness: int | None = None,
+        final_block_id: bytes | None = None,
+    ) -> bytes:
+        """A Data packet signed with this endpoint's ``signer``."""
+        return make_data(
+            as_name(name),
+            content,
+            freshness=freshness,
+            final_block_id=final_block_id,
+            signer=self.signer,
+        )
+
+    async def publish(
+        self,
+        prefix: NameLike,
+        content: bytes,
+        *,
+        register: bool = True,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        freshness: int | None = None,
+    ) -> SegmentedObject:
+        """Serve ``content`` as segments ``<prefix>/seg=<i>``, each built and signed (with
+        ``signer``) when first asked for.  ``register=False`` adds the handler without a route
+        (under a reflexive segment, or a prefix already routed here).  Withdraw with
+        :meth:`unpublish`."""
+        value = as_name(prefix)
+        obj = SegmentedObject(
+            value, content, segment_size=segment_size, freshness=freshness, signer=self.signer
+        )
+        if register:
+            await self.register(value, obj.handler)
+        else:
+            self.add_handler(value, obj.handler)
+        return obj
+
+    async def unpublish(self, obj: SegmentedObject, *, registered: bool = True) -> None:
+        if registered:
+            await self.unregister(obj.prefix)
+        else:
+            self.remove_handler(obj.prefix)
 
     def put(self, wire: bytes) -> None:
         """Send a Data packet (the whole TLV).  Dropped and counted once the endpoint is closed."""
@@ -443,6 +565,10 @@ class Endpoint:
         except DecodeError:
             self.counters["drop_malformed"] += 1
             return
+        if self._triggers:
+            key = ri_key(iv.name, iv.name_ends)
+            if key is not None:
+                self._extend_trigger(key, iv.lifetime)
         handler = self._lookup(iv.name, iv.name_ends)
         if handler is None:
             self.counters["drop_no_handler"] += 1

@@ -5,6 +5,7 @@ with a window of Interests in flight (status datasets, files, large values).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from icn import tlv_types as T
@@ -27,6 +28,7 @@ async def fetch_segments(
     retries: int = 2,
     timeout: float | None = None,
     max_size: int = 256 << 20,
+    verify: Callable[[DataView], None] | None = None,
 ) -> bytes:
     """Fetch and reassemble a segmented object (``<name>[/<version>]/seg=<i>``).
 
@@ -35,6 +37,7 @@ async def fetch_segments(
     Without a FinalBlockId yet, segments are requested ahead until one says where the
     object ends.  InterestTimeout/InterestNack as for :meth:`express`; ``timeout`` bounds
     the whole fetch; DecodeError if the reply is not a segment or exceeds ``max_size``.
+    ``verify`` checks every segment as :meth:`express` does.
     """
     value = name
     try:
@@ -45,6 +48,7 @@ async def fetch_segments(
                 must_be_fresh=must_be_fresh,
                 lifetime_ms=lifetime_ms,
                 retries=retries,
+                verify=verify,
             )
             seg_prefix, first_seg = split_segment(first.name, first.name_ends)
             if first_seg is None:
@@ -54,7 +58,7 @@ async def fetch_segments(
             got = {first_seg: data_content(first)}
             final = segment_number(final_block_id(first))
             return await _fetch_rest(
-                ep, seg_prefix, got, final, window, max_size, lifetime_ms, retries
+                ep, seg_prefix, got, final, window, max_size, lifetime_ms, retries, verify
             )
     except TimeoutError:
         raise InterestTimeout(to_uri(value), 0, timeout) from None
@@ -69,6 +73,7 @@ async def _fetch_rest(
     max_size: int,
     lifetime_ms: int,
     retries: int,
+    verify: Callable[[DataView], None] | None,
 ) -> bytes:
     flight: dict[asyncio.Future[DataView], tuple[int, PendingInterest]] = {}
     size, nxt = sum(map(len, got.values())), 0
@@ -78,6 +83,7 @@ async def _fetch_rest(
                 if nxt not in got:
                     name = prefix + segment(nxt)
                     rec = ep.start(name, lifetime_ms=lifetime_ms, retries=retries)
+                    rec.verify = verify
                     flight[rec.future] = (nxt, rec)
                 nxt += 1
             if not flight:

@@ -1,0 +1,98 @@
+"""Publishing a segmented object: ``<prefix>/seg=<i>`` Data answered on demand.
+
+The consumer side (:func:`icn.segments.fetch_segments`) keeps a window of Interests in flight;
+this side answers each from the object's bytes, building and signing a segment only when first
+asked and keeping it for retransmissions, so a 10 MB value costs no more than the segments that
+are actually pulled.  Every segment carries FinalBlockId, so the first answer tells the
+consumer how many to ask for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from icn import tlv_types as T
+from icn.encode import make_data
+from icn.name import component_ends, segment
+from icn.packet import InterestView
+from icn.segments import segment_number
+from icn.signer import DIGEST_SHA256, Signer
+from icn.tlv import read_tl
+
+Reply = Callable[[bytes], None]
+
+# Content per segment: a segment with its name and signature stays under NDN's 8800-octet
+# packet limit, so stream faces carry it whole and UDP faces need at most a few fragments.
+DEFAULT_SEGMENT_SIZE = 8000
+
+
+class SegmentedObject:
+    """The bytes of one object served as segments under ``prefix`` (a name value)."""
+
+    __slots__ = ("_built", "content", "freshness", "prefix", "segment_size", "served", "signer")
+
+    def __init__(
+        self,
+        prefix: bytes,
+        content: bytes,
+        *,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        freshness: int | None = None,
+        signer: Signer | None = DIGEST_SHA256,
+    ) -> None:
+        if segment_size <= 0:
+            raise ValueError("segment_size must be positive")
+        component_ends(prefix)  # a malformed prefix fails here, not on the first Interest
+        self.prefix = prefix
+        self.content = memoryview(content)
+        self.segment_size = segment_size
+        self.freshness = freshness
+        self.signer = signer
+        self.served = 0  # Data packets sent, retransmissions included
+        self._built: dict[int, bytes] = {}
+
+    @property
+    def last_segment(self) -> int:
+        return max(0, (len(self.content) - 1) // self.segment_size)
+
+    def segment_wire(self, index: int) -> bytes | None:
+        """The Data of segment ``index`` (built once), or None past the last segment."""
+        wire = self._built.get(index)
+        if wire is None:
+            last = self.last_segment
+            if not 0 <= index <= last:
+                return None
+            size = self.segment_size
+            wire = make_data(
+                self.prefix + segment(index),
+                bytes(self.content[index * size : (index + 1) * size]),
+                freshness=self.freshness,
+                final_block_id=segment(last),
+                signer=self.signer,
+            )
+            self._built[index] = wire
+        return wire
+
+    def answer(self, iv: InterestView) -> bytes | None:
+        """The Data answering ``iv``: its segment, or segment 0 for a CanBePrefix Interest for
+        the prefix itself (how a fetch starts); None if the Interest asks for something else."""
+        name = iv.name
+        prefix = self.prefix
+        if name == prefix:
+            return self.segment_wire(0) if iv.can_be_prefix else None
+        if len(name) <= len(prefix) or not name.startswith(prefix):
+            return None
+        rest = name[len(prefix) :]
+        _, _, end = read_tl(rest, 0, len(rest))
+        if end != len(rest) or rest[0] != T.COMP_SEGMENT:
+            return None
+        index = segment_number(rest)
+        return None if index is None else self.segment_wire(index)
+
+    def handler(self, iv: InterestView, reply: Reply) -> None:
+        """An :class:`~icn.endpoint.Endpoint` handler serving this object; other names under
+        the prefix get no answer (the consumer times out, as from any producer)."""
+        wire = self.answer(iv)
+        if wire is not None:
+            self.served += 1
+            reply(wire)
