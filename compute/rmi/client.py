@@ -1,0 +1,317 @@
+"""Calling named functions: ``await client.call("/svc/fn", *args, **kwargs)``.
+
+One call is one RICE exchange (DESIGN section 6): a Trigger Interest with a fresh RNP; the
+caller answers the server's Reflexive Interests with its signed credential and the arguments;
+the answer is the result, or a thunk to poll after its estimate.  Results of pure functions are
+fetched by the digest of their arguments, so a repeated call is answered by the first content
+store that holds it.  Every Interest keeps the client's ``lifetime_ms``; nothing waits longer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from icn.secretbox import CallKey, EphemeralKey, derive_key
+
+from compute.rmi.credential import build_credential
+from compute.rmi.errors import ProtocolError, ServerUnavailable, Timeout
+from compute.rmi.wire import (
+    ARGS,
+    HELLO,
+    call_digest,
+    component_value,
+    function_component,
+    memo_name,
+    open_envelope,
+    pack_args,
+    split_service_name,
+)
+from icn.endpoint import Endpoint, Verifier
+from icn.errors import InterestNack, InterestTimeout, SecurityError
+from icn.keys import Identity, verify_data
+from icn.name import component_ends, components, from_uri, to_uri
+from icn.packet import InterestView
+from icn.publish import SegmentedObject
+from icn.reflexive import new_rnp, reflexive_key, trigger_name
+from icn.segments import data_content
+from icn.serialize import unpack
+
+Progress = Callable[[str, float, float], None]  # (state, elapsed s, eta s)
+KEY_INFO = b"icn-rmi v1 call key"
+
+
+def split_function(function: str) -> tuple[bytes, str]:
+    """``/svc/fn`` -> (name value of ``/svc``, ``fn``); ValueError names the expected form."""
+    try:
+        name = from_uri(function)
+        parts = components(name)
+    except Exception:
+        parts = []
+    if len(parts) < 2:
+        raise ValueError(f"{function!r}: call a function by its full name, e.g. /svc/fn")
+    last = parts[-1]
+    fn = component_value_text(last)
+    function_component(fn)
+    return name[: len(name) - len(last)], fn
+
+
+def component_value_text(component: bytes) -> str:
+    return component_value(component).decode(errors="replace")
+
+
+class _Exchange:
+    """The caller's side of one exchange: answers the server's Reflexive Interests."""
+
+    def __init__(
+        self,
+        client: Client,
+        key: bytes,
+        function: str,
+        blob: bytes,
+        private: bool,
+    ) -> None:
+        self.client = client
+        self.key = key
+        self.function = function
+        self.blob = blob
+        self.private = private
+        self.ephemeral = EphemeralKey.generate()
+        self.call_key: CallKey | None = None
+        self.args: SegmentedObject | None = None
+        self.credential: bytes | None = None
+
+    def handler(self, iv: InterestView, reply: Callable[[bytes], None]) -> None:
+        parts = split_service_name(self.key, iv.name)
+        if not parts:
+            return
+        if parts[0] == HELLO and len(parts) == 2:
+            if self.credential is None:  # built once: a retransmitted RI gets the same
+                self.credential = self._credential(iv.name, component_value(parts[1]))
+            if self.credential:
+                reply(self.credential)
+        elif parts[0] == ARGS and self.args is not None:
+            self.args.handler(iv, reply)
+
+    def _credential(self, name: bytes, server_public: bytes) -> bytes:
+        payload = self.blob
+        if self.private:
+            try:
+                self.call_key = derive_key(
+                    self.ephemeral, server_public, salt=self.key, info=KEY_INFO
+                )
+            except SecurityError:
+                return b""  # a malformed server key: let the call fail by timeout
+            payload = self.call_key.seal(self.blob, aad=self.key)
+        inline = len(payload) <= self.client.inline_args
+        if not inline:
+            self.args = SegmentedObject(self.key + ARGS, payload)
+        return build_credential(
+            self.client.identity,
+            name,
+            function=self.function,
+            rnp_key=self.key,
+            ephemeral=self.ephemeral.public_bytes,
+            private=self.private,
+            size=len(self.blob),
+            payload=payload,
+            inline=inline,
+        )
+
+    def result(self, env: dict[str, Any]) -> Any:
+        value = env.get("r")
+        if not isinstance(value, bytes):
+            raise ProtocolError("answer without a result", self.function)
+        if env.get("enc"):
+            if self.call_key is None:
+                raise ProtocolError("encrypted result for a call without a key", self.function)
+            value = self.call_key.open(value, aad=self.key)
+        return unpack(value)
+
+
+class Client:
+    """Calls functions through one endpoint.  ``identity`` signs the credentials (a new key
+    per client unless given: load a persistent one with ``Identity.load_or_create``);
+    ``server_key`` (raw Ed25519 public key) makes every answer's signature checked."""
+
+    def __init__(
+        self,
+        ep: Endpoint,
+        *,
+        identity: Identity | None = None,
+        server_key: bytes | None = None,
+        lifetime_ms: int = 2000,
+        retries: int = 2,
+        timeout: float = 60.0,
+        max_poll_interval: float = 2.0,
+        inline_args: int = 6000,
+    ) -> None:
+        self.ep = ep
+        self.identity = identity or Identity.generate()
+        self.lifetime_ms = lifetime_ms
+        self.retries = retries
+        self.timeout = timeout
+        self.max_poll_interval = max_poll_interval
+        self.inline_args = inline_args
+        self.verify: Verifier | None = None
+        if server_key is not None:
+            key = server_key
+            self.verify = lambda dv: verify_data(dv.wire, key)
+        self.pure_functions: set[str] = set()  # learnt from answers: probe the memo first
+        self.polls = 0
+
+    @classmethod
+    async def connect(cls, uri: str | None = None, **options: Any) -> Client:
+        return cls(await Endpoint.connect(uri), **options)
+
+    def close(self) -> None:
+        self.ep.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+        await self.ep.wait_closed()
+
+    async def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
+        """Call ``function`` (``/svc/fn``) with these arguments; see :meth:`invoke`."""
+        return await self.invoke(function, args, kwargs)
+
+    async def invoke(
+        self,
+        function: str,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        private: bool = False,
+        pure: bool = False,
+        timeout: float | None = None,
+        progress: Progress | None = None,
+    ) -> Any:
+        """Call with options: ``private`` encrypts arguments and result under a per-call key;
+        ``pure`` probes caches for the result first (learnt after one call anyway);
+        ``timeout`` bounds the whole call (Timeout); ``progress(state, elapsed, eta)`` is told
+        while a thunked call runs.  Raises the errors of :mod:`compute.rmi.errors`."""
+        prefix, fn = split_function(function)
+        blob = pack_args(args, kwargs or {})
+        limit = self.timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with asyncio.timeout(limit):
+                if (pure or function in self.pure_functions) and not private:
+                    found, value = await self._probe_memo(prefix, fn, blob, function)
+                    if found:
+                        return value
+                return await self._exchange(prefix, fn, function, blob, private, progress, started)
+        except TimeoutError:
+            raise Timeout(f"no result within {limit} s", function) from None
+
+    async def _probe_memo(
+        self, prefix: bytes, fn: str, blob: bytes, function: str
+    ) -> tuple[bool, Any]:
+        name = memo_name(prefix, fn, call_digest(fn, blob))
+        env = open_envelope(await self._fetch(name, function), function)
+        if env["s"] == "miss":
+            return False, None
+        if env["s"] != "ok":
+            raise ProtocolError(f"unexpected memo answer {env['s']!r}", function)
+        return True, unpack(env["r"])
+
+    async def _exchange(
+        self,
+        prefix: bytes,
+        fn: str,
+        function: str,
+        blob: bytes,
+        private: bool,
+        progress: Progress | None,
+        started: float,
+    ) -> Any:
+        rnp = new_rnp()
+        key = reflexive_key(rnp)
+        exchange = _Exchange(self, key, fn, blob, private)
+        self.ep.add_reflexive(rnp, exchange.handler)
+        try:
+            td = await self.ep.express(
+                trigger_name(prefix + function_component(fn), rnp),
+                lifetime_ms=self.lifetime_ms,
+                retries=self.retries,
+                verify=self.verify,
+            )
+        except (InterestNack, InterestTimeout) as exc:
+            raise self._unavailable(exc, prefix, function) from None
+        finally:
+            self.ep.remove_reflexive(rnp)
+        env = open_envelope(data_content(td), function)
+        state = env["s"]
+        if env.get("pure"):
+            self.pure_functions.add(function)
+        if state == "ok":
+            return exchange.result(env)
+        if state == "memo":
+            self.pure_functions.add(function)
+            name = self._name_field(env, function)
+            return exchange.result(open_envelope(await self._fetch(name, function), function))
+        if state != "thunk":
+            raise ProtocolError(f"unexpected answer {state!r}", function)
+        return await self._poll(exchange, env, function, progress, started)
+
+    async def _poll(
+        self,
+        exchange: _Exchange,
+        env: dict[str, Any],
+        function: str,
+        progress: Progress | None,
+        started: float,
+    ) -> Any:
+        name = self._name_field(env, function)
+        loop = asyncio.get_running_loop()
+        eta = float(env.get("eta", 0.0))
+        while True:
+            if progress is not None:
+                progress("running", loop.time() - started, eta)
+            await asyncio.sleep(min(max(eta, 0.0), self.max_poll_interval))
+            self.polls += 1
+            env = open_envelope(await self._fetch(name, function), function)
+            if env["s"] == "pending":
+                eta = float(env.get("eta", 0.0))
+                continue
+            if env["s"] != "ok":
+                raise ProtocolError(f"unexpected result answer {env['s']!r}", function)
+            if progress is not None:
+                progress("done", loop.time() - started, 0.0)
+            return exchange.result(env)
+
+    async def _fetch(self, name: bytes, function: str) -> bytes:
+        try:
+            return await self.ep.fetch_segments(
+                name,
+                lifetime_ms=self.lifetime_ms,
+                retries=self.retries,
+                must_be_fresh=True,
+                window=16,
+                verify=self.verify,
+            )
+        except (InterestNack, InterestTimeout) as exc:
+            raise self._unavailable(exc, name, function) from None
+
+    def _unavailable(self, exc: Exception, name: bytes, function: str) -> ServerUnavailable:
+        if isinstance(exc, InterestNack) and exc.reason_name == "NoRoute":
+            why = f"no route to {to_uri(name)}: is a server running there (`icn serve`)?"
+        else:
+            why = f"no answer for {to_uri(name)} ({exc}); the server may have stopped"
+        return ServerUnavailable(why, function)
+
+    @staticmethod
+    def _name_field(env: dict[str, Any], function: str) -> bytes:
+        name = env.get("name")
+        if not isinstance(name, bytes):
+            raise ProtocolError("answer without a result name", function)
+        try:
+            component_ends(name)
+        except Exception:
+            raise ProtocolError("answer with a malformed result name", function) from None
+        return name

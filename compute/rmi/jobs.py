@@ -1,0 +1,129 @@
+"""Running calls: where each function runs, how long it is expected to take, its result.
+
+A job is started after authorization and argument checks.  Coroutines run on the server's
+loop; plain functions in a thread pool; ``cpu_bound`` functions in a process pool, so Python
+work that holds the GIL does not stall the loop that answers Interests.  Completion estimates
+start from the declared ``duration`` and follow an average of observed run times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import secrets
+import traceback
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from compute.rmi.errors import RemoteError
+from compute.rmi.functions import FunctionSpec
+
+# Weight of the newest run time in the learnt estimate (an exponential moving average).
+EWMA_WEIGHT = 0.3
+# A job past its estimate is expected within this fraction of its elapsed time.
+OVERDUE_FACTOR = 0.25
+
+
+class Job:
+    """One call in progress or finished: ``outcome`` is the value, or a RemoteError."""
+
+    __slots__ = ("callbacks", "estimate", "finished", "outcome", "spec", "started", "token")
+
+    def __init__(self, spec: FunctionSpec, started: float, estimate: float) -> None:
+        self.spec = spec
+        self.token = secrets.token_hex(16)  # unguessable: the thunk name is a capability
+        self.started = started
+        self.estimate = estimate
+        self.finished: float | None = None
+        self.outcome: Any = None
+        self.callbacks: list[Callable[[Job], None]] = []
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    def eta(self, now: float) -> float:
+        """Seconds until the result is expected (0 once done)."""
+        if self.finished is not None:
+            return 0.0
+        left = self.started + self.estimate - now
+        if left > 0:
+            return left
+        return OVERDUE_FACTOR * (now - self.started) + 0.05
+
+
+class JobRunner:
+    """Runs jobs; owns the thread and process pools (created on first use)."""
+
+    def __init__(self, *, max_threads: int = 32, max_processes: int | None = None) -> None:
+        self.max_threads = max_threads
+        self.max_processes = max_processes or os.cpu_count() or 1
+        self.running: dict[str, Job] = {}
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+        self._processes: concurrent.futures.ProcessPoolExecutor | None = None
+        self._learnt: dict[str, float] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def estimate(self, spec: FunctionSpec) -> float:
+        return self._learnt.get(spec.name, spec.duration)
+
+    def start(self, spec: FunctionSpec, args: list[Any], kwargs: dict[str, Any]) -> Job:
+        loop = asyncio.get_running_loop()
+        job = Job(spec, loop.time(), self.estimate(spec))
+        self.running[job.token] = job
+        task = loop.create_task(self._run(job, args, kwargs))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return job
+
+    async def _run(self, job: Job, args: list[Any], kwargs: dict[str, Any]) -> None:
+        spec = job.spec
+        loop = asyncio.get_running_loop()
+        try:
+            if spec.run == "loop":
+                job.outcome = await spec.func(*args, **kwargs)
+            else:
+                pool = self._pool(spec.run == "process")
+                job.outcome = await loop.run_in_executor(pool, partial(spec.func, *args, **kwargs))
+        except asyncio.CancelledError:
+            job.outcome = RemoteError("Cancelled", "the server shut down during the call")
+            raise
+        except Exception as exc:
+            job.outcome = RemoteError(
+                type(exc).__name__, str(exc), spec.name, traceback.format_exc(limit=20)
+            )
+        finally:
+            now = loop.time()
+            job.finished = now
+            self.running.pop(job.token, None)
+            took = now - job.started
+            old = self._learnt.get(spec.name)
+            self._learnt[spec.name] = took if old is None else old + EWMA_WEIGHT * (took - old)
+            for callback in job.callbacks:
+                callback(job)
+            job.callbacks.clear()
+
+    def _pool(self, process: bool) -> concurrent.futures.Executor:
+        if process:
+            if self._processes is None:
+                self._processes = concurrent.futures.ProcessPoolExecutor(self.max_processes)
+            return self._processes
+        if self._threads is None:
+            self._threads = concurrent.futures.ThreadPoolExecutor(
+                self.max_threads, thread_name_prefix="rmi"
+            )
+        return self._threads
+
+    async def close(self) -> None:
+        """Cancel what runs on the loop and stop the pools (running threads finish; process
+        workers are stopped)."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+        if self._processes is not None:
+            self._processes.shutdown(wait=False, cancel_futures=True)

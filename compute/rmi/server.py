@@ -1,0 +1,384 @@
+"""The RICE server: serves a module's functions under a prefix (DESIGN section 6).
+
+For each Trigger Interest ``/svc/<fn>/<RNP>``: pull the caller's signed credential by a
+Reflexive Interest, authorize it, pull the arguments (segmented, bounded), start the job, and
+answer the Trigger Interest with the result when it is ready within a short budget, else with a
+thunk (an unguessable result name and a completion estimate).  Result polls that come early get
+a new estimate (or are held when the result is due within their lifetime), never silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from icn.secretbox import CallKey, EphemeralKey, derive_key
+
+from compute.rmi.credential import check_credential, check_payload
+from compute.rmi.errors import (
+    BadArguments,
+    NoSuchFunction,
+    Overloaded,
+    RemoteError,
+    ResultLost,
+    RmiError,
+    Unauthorized,
+)
+from compute.rmi.functions import FunctionSpec
+from compute.rmi.jobs import Job, JobRunner
+from compute.rmi.policy import anyone
+from compute.rmi.wire import (
+    ARGS,
+    HELLO,
+    MEMO,
+    THUNK,
+    call_digest,
+    component_text,
+    envelope,
+    error_envelope,
+    memo_name,
+    split_service_name,
+    thunk_name,
+    unpack_args,
+)
+from icn.endpoint import Endpoint, NameLike, as_name
+from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, SecurityError
+from icn.keys import Identity
+from icn.name import generic, to_uri
+from icn.packet import InterestView
+from icn.publish import SegmentedObject
+from icn.reflexive import LIFETIME_EXTENSION
+from icn.segments import fetch_segments
+from icn.serialize import pack
+
+log = logging.getLogger(__name__)
+Reply = Callable[[bytes], None]
+KEY_INFO = b"icn-rmi v1 call key"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Limits and timing of a server; the defaults suit calls over a few forwarder hops."""
+
+    inline_budget: float = 0.05  # seconds a call may take and still be answered inline
+    inline_max: int = 7000  # bytes of result that ride in the Trigger Interest's Data
+    max_jobs: int = 64  # calls in progress before new ones get Overloaded
+    max_arg_bytes: int = 64 << 20
+    result_ttl: float = 120.0  # seconds a finished result waits to be fetched
+    ri_lifetime_ms: int = 1000
+    ri_retries: int = 2
+    args_window: int = 32
+    memo_entries: int = 1024
+    memo_freshness_ms: int = 3_600_000
+    result_freshness_ms: int = 10_000
+    margin: float = 0.1  # seconds kept between answering and the Trigger Interest expiring
+
+
+class _Call:
+    """Server-side state of one exchange, by RNP, kept so a retransmitted TI gets the answer."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self) -> None:
+        self.answer: bytes | None = None
+
+
+class RmiServer:
+    """Serve ``functions`` under ``prefix`` through ``ep``: ``await start()``, ``close()``."""
+
+    def __init__(
+        self,
+        ep: Endpoint,
+        prefix: NameLike,
+        functions: dict[str, FunctionSpec],
+        *,
+        config: ServerConfig | None = None,
+        identity: Identity | None = None,
+    ) -> None:
+        self.ep = ep
+        self.prefix = as_name(prefix)
+        self.functions = functions
+        self.config = config or ServerConfig()
+        self.identity = identity or Identity.generate()
+        self.ep.signer = self.identity.signer()
+        self.jobs = JobRunner()
+        self.counters: Counter[str] = Counter()
+        self._calls: dict[bytes, _Call] = {}
+        self._results: dict[str, tuple[Job, SegmentedObject | None]] = {}
+        self._memo: OrderedDict[str, SegmentedObject] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        await self.ep.serve(self.prefix, self._on_interest)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.jobs.close()
+
+    # ---- dispatch ----------------------------------------------------------------------------
+
+    def _on_interest(self, iv: InterestView, reply: Reply) -> None:
+        parts = split_service_name(self.prefix, iv.name)
+        if not parts:
+            self.counters["drop_bad_name"] += 1
+            return
+        if parts[0] == THUNK and len(parts) >= 2:
+            self._on_poll(iv, reply, component_text(parts[1]) or "")
+        elif len(parts) >= 3 and parts[1] == MEMO:
+            self._on_memo(iv, reply, component_text(parts[0]) or "", component_text(parts[2]))
+        elif len(parts) == 2 and parts[1][0] == 59:  # /<fn>/<RNP>: a Trigger Interest
+            self._on_trigger(iv, reply, component_text(parts[0]) or "", parts[1])
+        else:
+            self.counters["drop_bad_name"] += 1
+
+    def _answer(self, iv: InterestView, reply: Reply, content: bytes) -> None:
+        reply(self.ep.make_data(iv.name, content))
+
+    # ---- the call ----------------------------------------------------------------------------
+
+    def _on_trigger(self, iv: InterestView, reply: Reply, function: str, key: bytes) -> None:
+        call = self._calls.get(key)
+        if call is not None:  # a retransmitted Trigger Interest
+            self.counters["trigger_retransmitted"] += 1
+            if call.answer is not None:
+                self._answer(iv, reply, call.answer)
+            return
+        call = self._calls[key] = _Call()
+        self.counters["calls"] += 1
+        task = asyncio.get_running_loop().create_task(self._serve_call(iv, reply, function, key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        # forget the exchange once no retransmission of its TI can still arrive
+        asyncio.get_running_loop().call_later(self.config.result_ttl, self._calls.pop, key, None)
+
+    async def _serve_call(self, iv: InterestView, reply: Reply, function: str, key: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + iv.lifetime / 1000.0
+        try:
+            content, deadline = await self._run_call(function, key, deadline)
+        except RmiError as exc:
+            self.counters[f"refused_{exc.kind}"] += 1
+            content = error_envelope(exc)
+        except (InterestTimeout, InterestNack) as exc:
+            # the caller stopped answering its Reflexive Interests: nobody to answer
+            self.counters["caller_gone"] += 1
+            log.info("call %s: caller gone (%s)", to_uri(iv.name), exc)
+            return
+        self._calls[key].answer = content if key in self._calls else None
+        if loop.time() > deadline + self.config.margin:
+            self.counters["answer_late"] += 1
+        self._answer(iv, reply, content)
+
+    async def _run_call(self, function: str, key: bytes, deadline: float) -> tuple[bytes, float]:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        spec = self.functions.get(function)
+        if spec is None:
+            raise NoSuchFunction(
+                f"no function {function!r} here; served: {', '.join(sorted(self.functions))}",
+                to_uri(self.prefix),
+            )
+        if len(self.jobs.running) >= cfg.max_jobs:
+            raise Overloaded(f"{cfg.max_jobs} calls in progress; retry later", function)
+        eph = EphemeralKey.generate()
+        extend = LIFETIME_EXTENSION * cfg.ri_lifetime_ms / 1000.0
+        hello = await self.ep.express(
+            key + HELLO + generic(eph.public_bytes),
+            lifetime_ms=cfg.ri_lifetime_ms,
+            retries=cfg.ri_retries,
+        )
+        deadline = max(deadline, loop.time() + extend - 0.05)
+        cred = check_credential(hello, function=function, rnp_key=key)
+        if not spec.policy(cred.caller):
+            raise Unauthorized(
+                f"key {cred.caller.fingerprint[:16]} is not authorized to call it", function
+            )
+        self.counters["authorized"] += 1
+        if cred.size > cfg.max_arg_bytes or cred.payload_size > cfg.max_arg_bytes + 64:
+            raise BadArguments(
+                f"arguments of {cred.size} bytes exceed this server's limit of "
+                f"{cfg.max_arg_bytes} bytes",
+                function,
+            )
+        payload = cred.inline
+        if payload is None:
+            payload = await fetch_segments(
+                self.ep,
+                key + ARGS,
+                window=cfg.args_window,
+                lifetime_ms=cfg.ri_lifetime_ms,
+                retries=cfg.ri_retries,
+                must_be_fresh=False,
+                max_size=cred.payload_size,
+            )
+            deadline = max(deadline, loop.time() + extend - 0.05)
+        check_payload(cred, payload)
+        call_key = (
+            derive_key(eph, cred.ephemeral, salt=key, info=KEY_INFO) if cred.private else None
+        )
+        blob = self._open_args(call_key, payload, key, function)
+        args, kwargs = self._bind(spec, blob)
+        # In-network memoization makes a result public to whoever knows the arguments, so
+        # only pure functions that anyone may call, and only calls that are not private.
+        digest = None
+        if spec.pure and not cred.private and spec.policy is anyone:
+            digest = call_digest(function, blob)
+            if digest in self._memo:
+                self.counters["memo_hit"] += 1
+                return envelope("memo", name=memo_name(self.prefix, function, digest)), deadline
+        job = self.jobs.start(spec, args, kwargs)
+        self.counters["started"] += 1
+        job.callbacks.append(lambda j: self._finished(j, call_key, key, digest))
+        budget = min(cfg.inline_budget, deadline - cfg.margin - loop.time())
+        if budget > 0 and not job.done:
+            done: asyncio.Future[None] = loop.create_future()
+            job.callbacks.append(lambda j: _resolve(done))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done, budget)
+        return self._trigger_answer(job, function, digest), deadline
+
+    def _open_args(
+        self, call_key: CallKey | None, payload: bytes, key: bytes, function: str
+    ) -> bytes:
+        if call_key is None:
+            return payload
+        try:
+            return call_key.open(payload, aad=key)
+        except SecurityError as exc:
+            raise BadArguments(f"cannot decrypt the arguments: {exc}", function) from None
+
+    def _bind(self, spec: FunctionSpec, blob: bytes) -> tuple[list[Any], dict[str, Any]]:
+        try:
+            args, kwargs = unpack_args(blob)
+            spec.signature.bind(*args, **kwargs)
+        except (DecodeError, TypeError) as exc:
+            raise BadArguments(str(exc), spec.name) from None
+        return args, kwargs
+
+    def _trigger_answer(self, job: Job, function: str, digest: str | None) -> bytes:
+        if job.done:
+            if isinstance(job.outcome, RemoteError):
+                return error_envelope(job.outcome)
+            if digest is not None:
+                return envelope("memo", name=memo_name(self.prefix, function, digest))
+            _, obj = self._results[job.token]
+            if obj is not None and len(obj.content) <= self.config.inline_max:
+                self.counters["inline"] += 1
+                self._results.pop(job.token, None)
+                return obj.content.tobytes()
+        self.counters["thunked"] += 1
+        name = thunk_name(self.prefix, job.token)
+        eta = job.eta(asyncio.get_running_loop().time())
+        return envelope("thunk", name=name, eta=eta, pure=digest is not None)
+
+    def _finished(self, job: Job, call_key: CallKey | None, key: bytes, digest: str | None) -> None:
+        outcome = job.outcome
+        if isinstance(outcome, RemoteError):
+            self.counters["failed"] += 1
+            content = error_envelope(outcome)
+        else:
+            self.counters["completed"] += 1
+            try:
+                result = pack(outcome)
+            except IcnError as exc:
+                content = error_envelope(
+                    RemoteError(type(exc).__name__, f"cannot send the result: {exc}", job.spec.name)
+                )
+            else:
+                if call_key is not None:
+                    content = envelope("ok", r=call_key.seal(result, aad=key), enc=True)
+                else:
+                    content = envelope("ok", r=result)
+                if digest is not None:
+                    self._remember(job.spec.name, digest, content)
+        cfg = self.config
+        obj = SegmentedObject(
+            thunk_name(self.prefix, job.token),
+            content,
+            freshness=cfg.result_freshness_ms,
+            signer=self.ep.signer,
+        )
+        self._results[job.token] = (job, obj)
+        asyncio.get_running_loop().call_later(cfg.result_ttl, self._results.pop, job.token, None)
+
+    def _remember(self, function: str, digest: str, content: bytes) -> None:
+        cfg = self.config
+        self._memo[digest] = SegmentedObject(
+            memo_name(self.prefix, function, digest),
+            content,
+            freshness=cfg.memo_freshness_ms,
+            signer=self.ep.signer,
+        )
+        self._memo.move_to_end(digest)
+        while len(self._memo) > cfg.memo_entries:
+            self._memo.popitem(last=False)
+
+    # ---- result fetch ------------------------------------------------------------------------
+
+    def _on_poll(self, iv: InterestView, reply: Reply, token: str) -> None:
+        self.counters["polls"] += 1
+        loop = asyncio.get_running_loop()
+        entry = self._results.get(token)
+        if entry is None:
+            job = self.jobs.running.get(token)
+            if job is None:
+                lost = ResultLost(
+                    "no such call here (the server restarted, or the result "
+                    "expired before it was fetched)"
+                )
+                self._answer(iv, reply, error_envelope(lost))
+                return
+            eta = job.eta(loop.time())
+            window = iv.lifetime / 1000.0 - self.config.margin
+            if eta >= window:
+                self._answer(iv, reply, envelope("pending", eta=eta))
+                return
+            # due within this Interest's lifetime: hold it, answer at completion or in time
+            self.counters["polls_held"] += 1
+            timer = loop.call_later(max(0.0, window), self._poll_timeout, iv, reply, job)
+            job.callbacks.append(lambda j: self._poll_done(iv, reply, j, timer))
+            return
+        _, obj = entry
+        if obj is not None:
+            wire = obj.answer(iv)
+            if wire is not None:
+                reply(wire)
+
+    def _poll_done(
+        self, iv: InterestView, reply: Reply, job: Job, timer: asyncio.TimerHandle
+    ) -> None:
+        timer.cancel()
+        # _finished ran first (its callback was added before), so the result is stored
+        entry = self._results.get(job.token)
+        if entry is not None and entry[1] is not None:
+            wire = entry[1].answer(iv)
+            if wire is not None:
+                reply(wire)
+
+    def _poll_timeout(self, iv: InterestView, reply: Reply, job: Job) -> None:
+        if not job.done:
+            eta = job.eta(asyncio.get_running_loop().time())
+            self._answer(iv, reply, envelope("pending", eta=eta))
+
+    def _on_memo(self, iv: InterestView, reply: Reply, function: str, digest: str | None) -> None:
+        obj = self._memo.get(digest or "")
+        if obj is None:
+            self.counters["memo_miss"] += 1
+            self._answer(iv, reply, envelope("miss"))
+            return
+        self.counters["memo_served"] += 1
+        self._memo.move_to_end(digest or "")
+        wire = obj.answer(iv)
+        if wire is not None:
+            reply(wire)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
