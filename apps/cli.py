@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from apps import cli_mgmt, cli_tools
+from apps import cli_mgmt, cli_rmi, cli_tools
 from apps.cli_scenario import scenario_app
 from icn.errors import ConfigError, IcnError
 
@@ -211,6 +211,7 @@ def loadgen_consume(
 
 cli_mgmt.register(app)  # status, face, route, strategy, cs
 cli_tools.register(app)  # peek, poke, ping, ping-server
+cli_rmi.register(app)  # serve, call, key
 
 
 def main() -> None:

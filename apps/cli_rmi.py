@@ -1,0 +1,254 @@
+"""``icn serve``, ``icn call`` and ``icn key``: named functions from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from apps.ctl_common import (
+    EXIT_FAILED,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    JsonOpt,
+    TransportOpt,
+    connected,
+    fail,
+    parse_name,
+    run,
+)
+from icn.errors import ConfigError
+from icn.keys import Identity
+
+IDENTITY_ENV = "ICN_IDENTITY"
+RMI_EXIT_HELP = (
+    "Exit codes: 0 success; 1 the call failed (the function raised, unauthorized, no such "
+    "function, bad arguments, overloaded); 2 bad argument; 3 no forwarder or no server; "
+    "4 timeout; 130 interrupted."
+)
+
+KeyOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--key",
+        help=f"Ed25519 identity file (created 0600 if missing; default: ${IDENTITY_ENV}, else a "
+        "new key for this run only)",
+        show_default=False,
+    ),
+]
+
+
+def default_key_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "icn" / "id_ed25519"
+
+
+def load_identity(path: Path | None) -> Identity:
+    """The identity at ``path`` or $ICN_IDENTITY, created if missing; else an ephemeral one."""
+    chosen = path or (Path(os.environ[IDENTITY_ENV]) if os.environ.get(IDENTITY_ENV) else None)
+    return Identity.load_or_create(chosen) if chosen else Identity.generate()
+
+
+def import_functions(module: str) -> Any:
+    """A module name (``pkg.mod``) or a ``.py`` path, importable from the current directory."""
+    from compute.rmi import collect
+
+    if module.endswith(".py"):
+        path = Path(module).resolve()
+        if not path.is_file():
+            raise ConfigError(f"no such file: {module}")
+        sys.path.insert(0, str(path.parent))
+        module = path.stem
+    elif "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return collect(module)
+
+
+def serve(
+    module: Annotated[str, typer.Argument(help="module (pkg.mod or file.py) with @function")],
+    prefix: Annotated[str, typer.Option("--prefix", help="name prefix to serve under")] = "/svc",
+    key: KeyOpt = None,
+    max_jobs: Annotated[int, typer.Option(help="calls in progress before Overloaded")] = 64,
+    max_arg_mb: Annotated[float, typer.Option(help="largest accepted arguments, MiB")] = 64.0,
+    transport: TransportOpt = None,
+) -> None:
+    """Serve a module's @function functions under PREFIX until SIGINT/SIGTERM.
+
+    Prints "rmi server ready" on stdout once the prefix is registered, and its counters at exit.
+    """
+    from compute.rmi import RmiServer, ServerConfig
+
+    if max_jobs < 1 or max_arg_mb <= 0:
+        fail("--max-jobs must be >= 1 and --max-arg-mb positive", EXIT_USAGE)
+    try:
+        functions = import_functions(module)
+        parse_name(prefix)
+        identity = load_identity(key)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    config = ServerConfig(max_jobs=max_jobs, max_arg_bytes=int(max_arg_mb * (1 << 20)))
+
+    async def main() -> dict[str, int]:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with connected(transport) as ep:
+            server = RmiServer(ep, prefix, functions, config=config, identity=identity)
+            await server.start()
+            names = ", ".join(sorted(functions))
+            typer.echo(
+                f"rmi server ready: serving {prefix}/{{{names}}} "
+                f"as key {identity.short_fingerprint}"
+            )
+            closed = asyncio.ensure_future(ep.wait_closed())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({closed, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            closed.cancel()
+            stopping.cancel()
+            await server.close()
+            if not stop.is_set():
+                fail(f"serve: lost the forwarder at {ep.uri}", EXIT_UNREACHABLE)
+            return dict(server.counters)
+
+    counters = run("serve", main)
+    typer.echo("rmi server stopped: " + json.dumps(counters, sort_keys=True))
+
+
+def parse_value(text: str) -> Any:
+    """A command-line argument: JSON when it parses (42, 1.5, "s", [1,2], {"a":1}, true,
+    null), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def call(
+    function: Annotated[str, typer.Argument(help="function name, e.g. /svc/add")],
+    args: Annotated[list[str] | None, typer.Argument(help="arguments (JSON, else text)")] = None,
+    kw: Annotated[
+        list[str] | None, typer.Option("--kw", help="keyword argument NAME=VALUE, repeatable")
+    ] = None,
+    private: Annotated[bool, typer.Option(help="encrypt arguments and result")] = False,
+    timeout: Annotated[float, typer.Option(help="seconds for the whole call")] = 60.0,
+    as_json: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
+    key: KeyOpt = None,
+    transport: TransportOpt = None,
+) -> None:
+    """Call a named function and print its result (a progress line while it runs long)."""
+    from compute.rmi import Client
+    from compute.rmi.client import split_function
+
+    try:
+        split_function(function)
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
+    kwargs: dict[str, Any] = {}
+    for item in kw or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            fail(f"--kw {item!r}: expected NAME=VALUE with a Python identifier", EXIT_USAGE)
+        kwargs[name] = parse_value(value)
+    positional = tuple(parse_value(a) for a in args or [])
+    try:
+        identity = load_identity(key)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    show = not quiet and sys.stderr.isatty()
+
+    async def main() -> Any:
+        async with connected(transport) as ep:
+            client = Client(ep, identity=identity, timeout=timeout)
+            return await client.invoke(
+                function,
+                positional,
+                kwargs,
+                private=private,
+                progress=_progress_printer(function) if show else None,
+            )
+
+    try:
+        result = run_rmi(main)
+    finally:
+        if show:
+            typer.echo("\r\033[K", err=True, nl=False)
+    _print_result(result, as_json)
+
+
+def run_rmi(main: Any) -> Any:
+    """:func:`apps.ctl_common.run`, with the call's own errors mapped to exit codes."""
+    from compute.rmi import RmiError, ServerUnavailable, Timeout
+
+    async def guarded() -> Any:
+        try:
+            return await main()
+        except Timeout as exc:
+            fail(f"call timed out: {exc}", EXIT_TIMEOUT)
+        except ServerUnavailable as exc:
+            fail(f"call failed: {exc}", EXIT_UNREACHABLE)
+        except RmiError as exc:
+            fail(f"call failed: {type(exc).__name__}: {exc}", EXIT_FAILED)
+
+    return run("call", guarded)
+
+
+def _progress_printer(function: str) -> Any:
+    def show(state: str, elapsed: float, eta: float) -> None:
+        if state == "running":
+            line = f"{function}: running {elapsed:.1f} s, expected in {eta:.1f} s"
+            typer.echo(f"\r\033[K{line}", err=True, nl=False)
+
+    return show
+
+
+def _print_result(result: Any, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(_jsonable(result)))
+    elif isinstance(result, str):
+        typer.echo(result)
+    else:
+        typer.echo(repr(result))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"bytes_hex": value.hex()}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return value.tolist()
+    return value
+
+
+key_app = typer.Typer(no_args_is_help=True, help="Ed25519 identities for calls and serving.")
+
+
+@key_app.command("show")
+def key_show(
+    path: Annotated[Path | None, typer.Argument(help="identity file")] = None,
+    create: Annotated[bool, typer.Option(help="create the file if it is missing")] = True,
+) -> None:
+    """Print an identity's fingerprint (what servers list in authorized keys) and key name."""
+    target = path or default_key_path()
+    try:
+        identity = Identity.load_or_create(target) if create else Identity.load(target)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    typer.echo(f"{identity.fingerprint}  {target}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve", epilog=RMI_EXIT_HELP)(serve)
+    app.command("call", epilog=RMI_EXIT_HELP)(call)
+    app.add_typer(key_app, name="key")

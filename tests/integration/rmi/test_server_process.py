@@ -1,0 +1,82 @@
+"""`icn serve` and `icn call` as real processes: a server killed mid-call, and the CLI's output
+and exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from apps.procs import Child, ProcessGroup, icn_argv
+from compute.rmi import Client, ServerUnavailable
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def served(workdir: Path) -> Iterator[tuple[str, Child]]:
+    sock = workdir / "fwd.sock"
+    with ProcessGroup(workdir) as group:
+        fwd = group.start("fwd", icn_argv("fwd", "--unix", str(sock)))
+        fwd.wait_for("forwarder ready", stream="stderr")
+        uri = f"unix://{sock}"
+        argv = icn_argv("serve", "tests.integration.rmi.funcs", "--prefix", "/svc")
+        server = group.start("server", [*argv, "--transport", uri])
+        server.wait_for("rmi server ready", stream="stdout")
+        yield uri, server
+
+
+async def test_server_killed_mid_call_gives_a_clear_error_in_time(
+    served: tuple[str, Child],
+) -> None:
+    uri, server = served
+    client = await Client.connect(uri, lifetime_ms=1000, timeout=30.0)
+    try:
+        call = asyncio.ensure_future(client.call("/svc/slow", 5.0))
+        await asyncio.sleep(1.0)  # the call is running behind a thunk now
+        assert not call.done()
+        server.proc.kill()
+        server.proc.wait(5)
+        loop = asyncio.get_running_loop()
+        killed_at = loop.time()
+        with pytest.raises(ServerUnavailable) as info:
+            await asyncio.wait_for(call, 15)
+        # well within the call's 30 s deadline: at the next poll, plus its retries
+        assert loop.time() - killed_at < 10
+        assert "/svc/slow" in str(info.value) and "/svc/_thunk/" in str(info.value)
+    finally:
+        client.close()
+
+
+def icn(uri: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from apps.cli import main; main()", *args, "--transport", uri],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
+def test_cli_call_results_errors_and_exit_codes(served: tuple[str, Child]) -> None:
+    uri, _ = served
+    ok = icn(uri, "call", "/svc/add", "2", "--kw", "b=40")
+    assert ok.returncode == 0 and ok.stdout.strip() == "42", ok.stderr
+    as_json = icn(uri, "call", "/svc/echo", '{"a": [1, "x"]}', "--json")
+    assert json.loads(as_json.stdout) == {"a": [1, "x"]}
+    remote = icn(uri, "call", "/svc/boom", "7")
+    assert remote.returncode == 1
+    assert "RemoteError" in remote.stderr and "ValueError: bad input 7" in remote.stderr
+    missing = icn(uri, "call", "/svc/nope")
+    assert missing.returncode == 1 and "NoSuchFunction" in missing.stderr
+    no_server = icn(uri, "call", "/elsewhere/fn")
+    assert no_server.returncode == 3 and "no route" in no_server.stderr
+    late = icn(uri, "call", "/svc/slow", "3", "--timeout", "1")
+    assert late.returncode == 4 and "timed out" in late.stderr
+    bad = icn(uri, "call", "svc")
+    assert bad.returncode == 2
