@@ -84,3 +84,15 @@ class CommandFailed(IcnError):
         self.body = body or {}
         what = f"{command}: " if command else ""
         super().__init__(f"{what}{status} {text}".rstrip())
+
+
+class SecurityError(IcnError):
+    """A key, signature or sealed message cannot be used (bad key bytes, low-order point...)."""
+
+
+class ValidationError(SecurityError):
+    """A packet's signature is of the wrong type, does not verify, or the packet is malformed."""
+
+
+class DecryptError(SecurityError):
+    """A sealed message was tampered with, sealed under another key, or is too short."""
