@@ -1,0 +1,79 @@
+"""Scenario entries for named functions: ``apps.rmi_entries:server`` (a service) and
+``apps.rmi_entries:caller`` (a workload).  See :mod:`apps.workloads` for the pattern."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from apps.scenario.entry import ServiceContext, WorkloadContext
+from apps.scenario.units import parse_duration
+from apps.workloads import _arg
+from compute.rmi import Client, RmiError, RmiServer, ServerConfig, collect
+
+
+async def server(ctx: ServiceContext) -> None:
+    """Serve the ``@function`` functions of ``args.module`` under ``args.prefix`` (default
+    /svc); ``args.max_jobs`` (default 64) bounds calls in progress."""
+    functions = collect(str(ctx.args.get("module", "apps.demo_functions")))
+    prefix = str(ctx.args.get("prefix", "/svc"))
+    config = ServerConfig(max_jobs=_arg(ctx.args, "max_jobs", 64, int))
+    ep = await ctx.endpoint()
+    rmi = RmiServer(ep, prefix, functions, config=config)
+    await rmi.start()
+    ctx.ready()
+    try:
+        await ep.wait_closed()
+    finally:
+        await rmi.close()
+        ctx.log(f"counters {dict(rmi.counters)}")
+
+
+async def caller(ctx: WorkloadContext) -> None:
+    """Call ``args.function`` with ``args.args`` (a list) and ``args.kwargs`` (a map) at
+    ``args.rate`` calls/s (default 10), at most ``args.concurrency`` (default 16) at once,
+    until the duration ends or ``args.count`` calls were made.  ``args.private`` encrypts;
+    ``args.timeout`` (default 30s) bounds each call; ``args.lifetime`` (default 1s) is every
+    Interest's lifetime.  Records each call's latency, or its error type."""
+    function = str(ctx.args.get("function", ""))
+    positional = tuple(ctx.args.get("args") or ())
+    kwargs: dict[str, Any] = dict(ctx.args.get("kwargs") or {})
+    rate = _arg(ctx.args, "rate", 10.0, float)
+    concurrency = _arg(ctx.args, "concurrency", 16, int)
+    count = ctx.args.get("count")
+    private = bool(ctx.args.get("private", False))
+    timeout = parse_duration(ctx.args.get("timeout", "30s"))
+    lifetime_ms = int(parse_duration(ctx.args.get("lifetime", "1s")) * 1000)
+    client = Client(await ctx.endpoint(), lifetime_ms=lifetime_ms, timeout=timeout)
+    slots = asyncio.Semaphore(concurrency)
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one() -> None:
+        sent = time.time()
+        try:
+            await client.invoke(function, positional, kwargs, private=private)
+            ctx.record(True, time.time() - sent, sent=sent)
+        except RmiError as exc:
+            ctx.record(False, sent=sent, error=type(exc).__name__)
+        finally:
+            slots.release()
+
+    interval = 1.0 / rate if rate > 0 else 0.0
+    made = 0
+    next_at = time.monotonic()
+    while ctx.remaining > 0 and (count is None or made < int(count)):
+        await slots.acquire()
+        task = asyncio.ensure_future(one())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        made += 1
+        next_at += interval
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        else:
+            next_at = time.monotonic()
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout + 1.0)
+    ctx.log(f"made {made} calls; {client.polls} result polls")
