@@ -29,6 +29,8 @@ def test_quickstart(tmp_path: Path, state_dir: Path) -> None:
     for name in ("report.json", "throughput.png", "latency.png", "links.png"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     assert "PASSED" in proc.stdout
+    caller = report["workloads"]["caller"]  # the named function, called through b
+    assert caller["ok"] >= 0.99 * caller["requests"] > 0
     # nothing left: sockets gone, run record finished
     assert not list(state_dir.glob("*.json"))
     assert not Path(f"/tmp/icn-{report['meta']['run_id']}").exists()
@@ -64,3 +66,15 @@ def test_failover(tmp_path: Path, state_dir: Path) -> None:
     after = [p for p in timeline if p["t"] > 6.0]
     key = "a>c_bytes_per_s"
     assert max(p[key] or 0 for p in before) < 2000 < min(p[key] or 0 for p in after[:3])
+
+
+def test_rice(tmp_path: Path, state_dir: Path) -> None:
+    proc, report = run_scenario(SCENARIOS / "rice.yaml", tmp_path / "out", "--no-plots")
+    _ok(proc, report)
+    workloads = report["workloads"]
+    for name in ("quick", "pure"):
+        assert workloads[name]["ok"] >= 0.99 * workloads[name]["requests"] > 0
+    long = workloads["long"]
+    assert long["ok"] == long["requests"] == 2
+    # the 5 s job came back through its thunk: each call took about 5 s, not an Interest lifetime
+    assert long["latency_ms"]["p50"] >= 5000
