@@ -1,0 +1,139 @@
+"""The RICE layer's parts without a network: names, envelopes, declarations, policies, jobs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from compute.rmi import function
+from compute.rmi.client import split_function
+from compute.rmi.errors import NoSuchFunction, ProtocolError, RemoteError, Unauthorized
+from compute.rmi.functions import collect, spec_of
+from compute.rmi.jobs import JobRunner
+from compute.rmi.policy import Caller, allow_keys, from_file, resolve_policy
+from compute.rmi.wire import (
+    call_digest,
+    envelope,
+    error_envelope,
+    memo_name,
+    open_envelope,
+    pack_args,
+    split_service_name,
+    unpack_args,
+)
+from icn.errors import ConfigError, DecodeError
+from icn.keys import Identity
+from icn.name import from_uri, to_uri
+from icn.serialize import pack
+
+
+def test_function_names_and_split() -> None:
+    assert split_function("/lab/svc/fn") == (from_uri("/lab/svc"), "fn")
+    for bad in ("/fn", "fn", "/svc/_thunk", ""):
+        with pytest.raises(ValueError):
+            split_function(bad)
+    assert to_uri(memo_name(from_uri("/svc"), "add", "ab")) == "/svc/add/_memo/ab"
+    parts = split_service_name(from_uri("/svc"), from_uri("/svc/a/b"))
+    assert parts is not None and len(parts) == 2
+    assert split_service_name(from_uri("/svc"), from_uri("/other/a")) is None
+
+
+def test_argument_blobs_are_canonical() -> None:
+    a = pack_args((1, 2), {"y": 1, "x": 2})
+    b = pack_args((1, 2), {"x": 2, "y": 1})
+    assert a == b and call_digest("f", a) == call_digest("f", b) != call_digest("g", a)
+    assert unpack_args(a) == ([1, 2], {"x": 2, "y": 1})
+    for bad in (pack([1]), pack({"a": 1}), pack([[1], {1: 2}]), b"\xc1"):
+        with pytest.raises(DecodeError):
+            unpack_args(bad)
+
+
+def test_envelopes_carry_typed_errors() -> None:
+    assert open_envelope(envelope("ok", r=b"x"))["r"] == b"x"
+    with pytest.raises(RemoteError) as info:
+        open_envelope(error_envelope(RemoteError("KeyError", "'k'", "f", "tb")), "/s/f")
+    assert info.value.remote_type == "KeyError" and info.value.remote_traceback == "tb"
+    with pytest.raises(Unauthorized):
+        open_envelope(error_envelope(Unauthorized("no")))
+    with pytest.raises(NoSuchFunction):
+        open_envelope(error_envelope(NoSuchFunction("no")))
+    for junk in (b"", b"\xc1", pack([1]), pack({"v": 99, "s": "ok"})):
+        with pytest.raises(ProtocolError):
+            open_envelope(junk)
+
+
+def test_decorator_declares_and_collects() -> None:
+    @function(name="renamed", pure=True, duration=2.0)
+    def f(x: int) -> int:
+        return x
+
+    spec = spec_of(f)
+    assert spec is not None and spec.name == "renamed" and spec.pure and spec.run == "thread"
+    assert f(3) == 3  # still an ordinary function
+    with pytest.raises(ValueError):
+        function(name="_private")(lambda: None)
+    with pytest.raises(ConfigError, match="coroutine"):
+
+        @function(cpu_bound=True)
+        async def g() -> None: ...
+
+    with pytest.raises(ConfigError, match="cannot import"):
+        collect("no.such.module")
+    with pytest.raises(ConfigError, match="declares no functions"):
+        collect("json")
+    assert "echo" in collect("tests.integration.rmi.funcs")
+
+
+def test_policies(tmp_path: Path) -> None:
+    me, other = Identity.generate(), Identity.generate()
+    mine = Caller(me.public_bytes)
+    assert mine.fingerprint == me.fingerprint
+    policy = allow_keys([me.fingerprint[:16]])
+    assert policy(mine) and not policy(Caller(other.public_bytes))
+    with pytest.raises(ConfigError, match="fingerprint"):
+        allow_keys(["abc"])
+    keys = tmp_path / "authorized"
+    keys.write_text(f"# friends\n{me.fingerprint}\n")
+    assert from_file(keys)(mine) and not from_file(keys)(Caller(other.public_bytes))
+    keys.write_text("not a key\n")
+    with pytest.raises(ConfigError, match=":1:"):
+        from_file(keys)
+    assert resolve_policy("anyone")(mine) and not resolve_policy("nobody")(mine)
+    with pytest.raises(ConfigError, match="anyone"):
+        resolve_policy("everyone")
+
+
+async def test_jobs_learn_durations_and_report_failures() -> None:
+    @function(duration=10.0)
+    async def quick() -> int:
+        await asyncio.sleep(0.01)
+        return 7
+
+    @function
+    def broken() -> None:
+        raise KeyError("k")
+
+    runner = JobRunner()
+    try:
+        spec = spec_of(quick)
+        assert spec is not None
+        job = runner.start(spec, [], {})
+        now = asyncio.get_running_loop().time()
+        assert 9.0 < job.eta(now) <= 10.0 and not job.done
+        finished = asyncio.get_running_loop().create_future()
+        job.callbacks.append(lambda j: finished.set_result(j.outcome))
+        assert await asyncio.wait_for(finished, 5) == 7
+        assert job.done and job.eta(now) == 0.0
+        assert runner.estimate(spec) < 1.0  # learnt from the run
+        bad_spec = spec_of(broken)
+        assert bad_spec is not None
+        bad = runner.start(bad_spec, [], {})
+        done = asyncio.get_running_loop().create_future()
+        bad.callbacks.append(lambda j: done.set_result(j.outcome))
+        outcome = await asyncio.wait_for(done, 5)
+        assert isinstance(outcome, RemoteError) and outcome.remote_type == "KeyError"
+        assert "broken" in outcome.remote_traceback
+    finally:
+        await runner.close()
