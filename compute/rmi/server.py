@@ -12,12 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from icn.secretbox import CallKey, EphemeralKey, derive_key
 
 from compute.rmi.credential import check_credential, check_payload
 from compute.rmi.errors import (
@@ -32,6 +30,7 @@ from compute.rmi.errors import (
 from compute.rmi.functions import FunctionSpec
 from compute.rmi.jobs import Job, JobRunner
 from compute.rmi.policy import anyone
+from compute.rmi.store import BoundedStore
 from compute.rmi.wire import (
     ARGS,
     HELLO,
@@ -53,6 +52,7 @@ from icn.name import generic, to_uri
 from icn.packet import InterestView
 from icn.publish import SegmentedObject
 from icn.reflexive import LIFETIME_EXTENSION
+from icn.secretbox import CallKey, EphemeralKey, derive_key
 from icn.segments import fetch_segments
 from icn.serialize import pack
 
@@ -74,6 +74,9 @@ class ServerConfig:
     ri_retries: int = 2
     args_window: int = 32
     memo_entries: int = 1024
+    memo_max_bytes: int = 256 << 20
+    results_max_bytes: int = 256 << 20  # finished results waiting to be fetched
+    max_calls_tracked: int = 100_000  # exchanges remembered for retransmitted Trigger Interests
     memo_freshness_ms: int = 3_600_000
     result_freshness_ms: int = 10_000
     margin: float = 0.1  # seconds kept between answering and the Trigger Interest expiring
@@ -108,9 +111,24 @@ class RmiServer:
         self.ep.signer = self.identity.signer()
         self.jobs = JobRunner()
         self.counters: Counter[str] = Counter()
-        self._calls: dict[bytes, _Call] = {}
-        self._results: dict[str, tuple[Job, SegmentedObject | None]] = {}
-        self._memo: OrderedDict[str, SegmentedObject] = OrderedDict()
+        cfg = self.config
+        self._calls: BoundedStore[bytes, _Call] = BoundedStore(
+            "calls", max_entries=cfg.max_calls_tracked, ttl=cfg.result_ttl, counters=self.counters
+        )
+        self._results: BoundedStore[str, SegmentedObject] = BoundedStore(
+            "results",
+            max_entries=cfg.max_calls_tracked,
+            max_bytes=cfg.results_max_bytes,
+            ttl=cfg.result_ttl,
+            counters=self.counters,
+        )
+        self._memo: BoundedStore[str, SegmentedObject] = BoundedStore(
+            "memo",
+            max_entries=cfg.memo_entries,
+            max_bytes=cfg.memo_max_bytes,
+            lru=True,
+            counters=self.counters,
+        )
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -143,19 +161,18 @@ class RmiServer:
     # ---- the call ----------------------------------------------------------------------------
 
     def _on_trigger(self, iv: InterestView, reply: Reply, function: str, key: bytes) -> None:
-        call = self._calls.get(key)
+        now = asyncio.get_running_loop().time()
+        call = self._calls.get(key, now)
         if call is not None:  # a retransmitted Trigger Interest
             self.counters["trigger_retransmitted"] += 1
             if call.answer is not None:
                 self._answer(iv, reply, call.answer)
             return
-        call = self._calls[key] = _Call()
+        self._calls.put(key, _Call(), now)
         self.counters["calls"] += 1
         task = asyncio.get_running_loop().create_task(self._serve_call(iv, reply, function, key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        # forget the exchange once no retransmission of its TI can still arrive
-        asyncio.get_running_loop().call_later(self.config.result_ttl, self._calls.pop, key, None)
 
     async def _serve_call(self, iv: InterestView, reply: Reply, function: str, key: bytes) -> None:
         loop = asyncio.get_running_loop()
@@ -170,7 +187,9 @@ class RmiServer:
             self.counters["caller_gone"] += 1
             log.info("call %s: caller gone (%s)", to_uri(iv.name), exc)
             return
-        self._calls[key].answer = content if key in self._calls else None
+        call = self._calls.get(key, loop.time())
+        if call is not None:  # kept for a retransmission of the Trigger Interest
+            call.answer = content
         if loop.time() > deadline + self.config.margin:
             self.counters["answer_late"] += 1
         self._answer(iv, reply, content)
@@ -229,7 +248,7 @@ class RmiServer:
         digest = None
         if spec.pure and not cred.private and spec.policy is anyone:
             digest = call_digest(function, blob)
-            if digest in self._memo:
+            if self._memo.get(digest, loop.time()) is not None:
                 self.counters["memo_hit"] += 1
                 return envelope("memo", name=memo_name(self.prefix, function, digest)), deadline
         job = self.jobs.start(spec, args, kwargs)
@@ -267,10 +286,10 @@ class RmiServer:
                 return error_envelope(job.outcome)
             if digest is not None:
                 return envelope("memo", name=memo_name(self.prefix, function, digest))
-            _, obj = self._results[job.token]
+            obj = self._results.get(job.token, asyncio.get_running_loop().time())
             if obj is not None and len(obj.content) <= self.config.inline_max:
                 self.counters["inline"] += 1
-                self._results.pop(job.token, None)
+                self._results.pop(job.token)
                 return obj.content.tobytes()
         self.counters["thunked"] += 1
         name = thunk_name(self.prefix, job.token)
@@ -304,28 +323,24 @@ class RmiServer:
             freshness=cfg.result_freshness_ms,
             signer=self.ep.signer,
         )
-        self._results[job.token] = (job, obj)
-        asyncio.get_running_loop().call_later(cfg.result_ttl, self._results.pop, job.token, None)
+        self._results.put(job.token, obj, asyncio.get_running_loop().time(), len(content))
 
     def _remember(self, function: str, digest: str, content: bytes) -> None:
-        cfg = self.config
-        self._memo[digest] = SegmentedObject(
+        obj = SegmentedObject(
             memo_name(self.prefix, function, digest),
             content,
-            freshness=cfg.memo_freshness_ms,
+            freshness=self.config.memo_freshness_ms,
             signer=self.ep.signer,
         )
-        self._memo.move_to_end(digest)
-        while len(self._memo) > cfg.memo_entries:
-            self._memo.popitem(last=False)
+        self._memo.put(digest, obj, asyncio.get_running_loop().time(), len(content))
 
     # ---- result fetch ------------------------------------------------------------------------
 
     def _on_poll(self, iv: InterestView, reply: Reply, token: str) -> None:
         self.counters["polls"] += 1
         loop = asyncio.get_running_loop()
-        entry = self._results.get(token)
-        if entry is None:
+        obj = self._results.get(token, loop.time())
+        if obj is None:
             job = self.jobs.running.get(token)
             if job is None:
                 lost = ResultLost(
@@ -344,20 +359,18 @@ class RmiServer:
             timer = loop.call_later(max(0.0, window), self._poll_timeout, iv, reply, job)
             job.callbacks.append(lambda j: self._poll_done(iv, reply, j, timer))
             return
-        _, obj = entry
-        if obj is not None:
-            wire = obj.answer(iv)
-            if wire is not None:
-                reply(wire)
+        wire = obj.answer(iv)
+        if wire is not None:
+            reply(wire)
 
     def _poll_done(
         self, iv: InterestView, reply: Reply, job: Job, timer: asyncio.TimerHandle
     ) -> None:
         timer.cancel()
         # _finished ran first (its callback was added before), so the result is stored
-        entry = self._results.get(job.token)
-        if entry is not None and entry[1] is not None:
-            wire = entry[1].answer(iv)
+        obj = self._results.get(job.token, asyncio.get_running_loop().time())
+        if obj is not None:
+            wire = obj.answer(iv)
             if wire is not None:
                 reply(wire)
 
@@ -367,13 +380,12 @@ class RmiServer:
             self._answer(iv, reply, envelope("pending", eta=eta))
 
     def _on_memo(self, iv: InterestView, reply: Reply, function: str, digest: str | None) -> None:
-        obj = self._memo.get(digest or "")
+        obj = self._memo.get(digest or "", asyncio.get_running_loop().time())
         if obj is None:
             self.counters["memo_miss"] += 1
             self._answer(iv, reply, envelope("miss"))
             return
         self.counters["memo_served"] += 1
-        self._memo.move_to_end(digest or "")
         wire = obj.answer(iv)
         if wire is not None:
             reply(wire)

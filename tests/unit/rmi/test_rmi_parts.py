@@ -137,3 +137,22 @@ async def test_jobs_learn_durations_and_report_failures() -> None:
         assert "broken" in outcome.remote_traceback
     finally:
         await runner.close()
+
+
+def test_bounded_store_caps_entries_bytes_and_age() -> None:
+    from compute.rmi.store import BoundedStore
+
+    store: BoundedStore[str, int] = BoundedStore("s", max_entries=3, max_bytes=100, ttl=10.0)
+    for i in range(5):
+        store.put(f"k{i}", i, now=0.0, size=10)
+    assert len(store) == 3 and store.get("k0", 1.0) is None and store.get("k4", 1.0) == 4
+    assert store.counters["s.evicted"] == 2
+    store.put("big", 9, now=1.0, size=95)  # over the byte budget: the oldest go
+    assert store.bytes <= 100 and store.get("big", 1.0) == 9
+    assert store.get("big", 11.5) is None and store.counters["s.expired"] >= 1
+    lru: BoundedStore[str, int] = BoundedStore("l", max_entries=2, lru=True)
+    lru.put("a", 1, 0.0)
+    lru.put("b", 2, 0.0)
+    assert lru.get("a", 0.0) == 1  # a is now the most recent
+    lru.put("c", 3, 0.0)
+    assert lru.get("b", 0.0) is None and lru.get("a", 0.0) == 1
