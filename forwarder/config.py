@@ -168,6 +168,7 @@ class TablesConfig(_Strict):
     dnl_lifetime_ms: int = Field(6000, ge=50)
     dnl_max_entries: int = Field(1 << 20, ge=1)
     strategy_choice_max_entries: int = Field(1000, ge=1)
+    reflexive_max_entries: int = Field(10_000, ge=1)
     rib_max_routes: int = Field(100_000, ge=1)
 
 

@@ -53,6 +53,7 @@ def table_limits(config: ForwarderConfig) -> TableLimits:
         dnl_lifetime=t.dnl_lifetime_ms / 1000.0,
         dnl_max_entries=t.dnl_max_entries,
         strategy_choice_max_entries=t.strategy_choice_max_entries,
+        reflexive_max_entries=t.reflexive_max_entries,
     )
 
 
@@ -211,6 +212,7 @@ class ForwarderDaemon:
                 "cs.size": len(self.fw.cs),
                 "cs.bytes": self.fw.cs.bytes_used,
                 "dnl.size": len(self.fw.dnl),
+                "rft.size": len(self.fw.rft),
                 "faces.size": len(self.faces),
                 "uptime_s": round(time.time() - self.started_at, 3),
             }

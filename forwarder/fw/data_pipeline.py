@@ -8,7 +8,8 @@ leave the PIT at once.
 
 from __future__ import annotations
 
-from forwarder.fw.forwarder_base import LOCALHOST, ForwarderBase
+from forwarder.fw.forwarder_base import LOCALHOST
+from forwarder.fw.reflexive import RI_FIRST_OCTET, ReflexivePipeline
 from forwarder.table.pit import PitEntry
 from icn import tlv_types as T
 from icn.errors import DecodeError
@@ -16,7 +17,7 @@ from icn.lp import LpView
 from icn.packet import parse_data
 
 
-class DataPipeline(ForwarderBase):
+class DataPipeline(ReflexivePipeline):
     def receive_data(self, face_id: int, wire: bytes, lp: LpView | None) -> None:
         counters = self.counters
         counters["fw.in_data"] += 1
@@ -42,13 +43,14 @@ class DataPipeline(ForwarderBase):
         now = self.clock()
         if lp is None:
             mark = 0
-            self.cs.insert(dv, now)
+            no_cache = False
         else:
             mark = lp.congestion_mark
-            if lp.cache_policy == T.CACHE_POLICY_NO_CACHE:
+            no_cache = lp.cache_policy == T.CACHE_POLICY_NO_CACHE
+            if no_cache:
                 counters["fw.cs_no_cache"] += 1
-            else:
-                self.cs.insert(dv, now)
+        if not no_cache and (dv.name[:1] != RI_FIRST_OCTET or self._may_cache_reflexive(dv)):
+            self.cs.insert(dv, now)
 
         faces = self.faces
         sent: set[int] | None = set() if len(matches) > 1 else None

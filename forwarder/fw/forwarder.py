@@ -4,7 +4,8 @@ Faces hand packets in through the :class:`~forwarder.face_api.PacketSink` method
 pipelines answer by calling :class:`~forwarder.face_api.FaceLike` send methods; time comes from
 one injected clock, and the daemon calls :meth:`Forwarder.tick` every 10-50 ms.  Each incoming
 pipeline lives in its own module and is mixed in here (``interest_pipeline``, ``data_pipeline``,
-``nack_pipeline``); the tables and the outgoing pipelines are in ``forwarder_base``.
+``nack_pipeline``); the tables and the outgoing pipelines are in ``forwarder_base``, the
+reflexive forwarding rules the Interest and Data pipelines apply in ``reflexive``.
 
 Every drop and every pipeline action counts under "fw.<event>" in the shared counter bag.  Bad
 input from the network is dropped and counted, never raised: a face calls in from its read
@@ -35,9 +36,11 @@ class Forwarder(InterestPipeline, DataPipeline, NackPipeline):
 
     def remove_face(self, face_id: int) -> None:
         """Forget the face, its PIT in/out-records and its FIB next hops.  PIT entries left with
-        no downstream are erased by the PIT (nobody is waiting for their Data)."""
+        no downstream are erased by the PIT (nobody is waiting for their Data), without
+        finalize: reflexive states whose TI went with them are dropped here instead."""
         self.faces.pop(face_id, None)
-        self.pit.remove_face(face_id)
+        if self.pit.remove_face(face_id) and len(self.rft):
+            self.rft.prune()
         self.fib.remove_face(face_id)
 
     # -- strategy choice -----------------------------------------------------------------------

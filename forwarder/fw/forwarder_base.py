@@ -20,6 +20,7 @@ from forwarder.table.dead_nonce_list import DeadNonceList
 from forwarder.table.fib import Fib
 from forwarder.table.limits import TableLimits
 from forwarder.table.pit import Pit, PitEntry
+from forwarder.table.reflexive import ReflexiveTable
 from forwarder.table.strategy_choice import StrategyChoice
 
 # First name components that scope a packet (protocols.md §3.8), as TLV bytes: a name value
@@ -50,6 +51,8 @@ class ForwarderBase:
         self.pit = Pit(limits.pit_max_entries, c)
         self.cs = ContentStore(limits.cs_max_entries, limits.cs_max_bytes, c)
         self.dnl = DeadNonceList(limits.dnl_lifetime, limits.dnl_max_entries, c)
+        # Reflexive Data cached for an exchange is purged from the CS when the exchange ends.
+        self.rft = ReflexiveTable(limits.reflexive_max_entries, c, self.cs.erase)
         # DataView.freshness is in ms; compared per Data against the DNL lifetime.
         self.dnl_lifetime_ms = limits.dnl_lifetime * 1000.0
         self._strategies: dict[type[Strategy], Strategy] = {}
@@ -101,7 +104,11 @@ class ForwarderBase:
     def finalize(self, entry: PitEntry, now: float) -> None:
         """Interest finalize, for an entry already out of the PIT: count its outcome and record
         the nonces it sent in the Dead Nonce List, so a copy of one of its Interests looping
-        back after the entry is gone is still caught."""
+        back after the entry is gone is still caught.  A Trigger Interest's reverse state ends
+        here (its Data passed, it expired or was rejected): later RIs for it are dropped."""
+        key = entry.reflexive_key
+        if key is not None:
+            self.rft.erase(key, entry)
         if entry.satisfied:
             self.counters["fw.interest_satisfied"] += 1
             # A MustBeFresh Interest may be legitimately re-expressed (same nonce) once the Data

@@ -2,22 +2,26 @@
 
 Order matters and follows NFD: nonce, HopLimit and scope checks first (cheap, no table work),
 then the Dead Nonce List and the PIT for loops, then the content store only for an Interest
-nobody else is waiting for, then the in-record and the strategy.
+nobody else is waiting for, then the in-record and the strategy.  Reflexive Interests need live
+reverse state before any table is touched, and bypass FIB and strategy (``reflexive``).
 """
 
 from __future__ import annotations
 
 from os import urandom
 
-from forwarder.fw.forwarder_base import LOCALHOP, LOCALHOST, ForwarderBase
+from forwarder.fw.forwarder_base import LOCALHOP, LOCALHOST
+from forwarder.fw.reflexive import ReflexivePipeline
 from forwarder.fw.strategy import InterestContext
 from icn import tlv_types as T
 from icn.errors import DecodeError
 from icn.lp import LpView
 from icn.packet import parse_interest
 
+COMP_REFLEXIVE = T.COMP_REFLEXIVE
 
-class InterestPipeline(ForwarderBase):
+
+class InterestPipeline(ReflexivePipeline):
     def receive_interest(self, face_id: int, wire: bytes, lp: LpView | None) -> None:
         counters = self.counters
         counters["fw.in_interest"] += 1
@@ -47,6 +51,14 @@ class InterestPipeline(ForwarderBase):
         if is_localhost and not ingress_local:
             counters["fw.drop_scope"] += 1
             return
+        reverse = None
+        if name[0] == COMP_REFLEXIVE:  # an RI (type 59 is one octet; names are never empty)
+            # An RI without a live TI (a guessed RNP, or its exchange is over) must not reach
+            # anyone: dropped silently, before it costs any table work.
+            reverse = self.rft.find(name[: iv.name_ends[0]])
+            if reverse is None:
+                counters["fw.drop_reflexive_no_state"] += 1
+                return
         pit_token = lp.pit_token if lp is not None else None
         now = self.clock()
         if self.dnl.has(name, nonce, now):
@@ -93,6 +105,13 @@ class InterestPipeline(ForwarderBase):
         if len(in_records) > 1:
             expiry = max(r.expiry for r in in_records.values())
         pit.set_expiry(entry, expiry)
+        if entry.reflexive_key is None:
+            # A TI (last component a Reflexive Name Segment) gets its reverse state now that its
+            # entry and in-record exist; inline, as every Interest passes here.
+            ends = iv.name_ends
+            start = ends[-2] if len(ends) > 1 else 0
+            if name[start] == COMP_REFLEXIVE and not self._install_trigger(entry, name[start:]):
+                return
 
         # What goes upstream: HopLimit decremented (a new copy), never the PitToken.  With the
         # last hop used up, or a scoped name, only local faces (apps) may still receive it.
@@ -105,6 +124,9 @@ class InterestPipeline(ForwarderBase):
         if is_localhost or (not ingress_local and name.startswith(LOCALHOP)):
             nonlocal_ok = False
         ctx = InterestContext(face, out_wire, nonce, lifetime, nonlocal_ok, now)
+        if reverse is not None:
+            self._forward_reflexive(entry, reverse.entry, ctx)
+            return
 
         if lp is not None and lp.next_hop_face_id is not None:
             if ingress_local:

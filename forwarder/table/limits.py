@@ -23,6 +23,9 @@ class TableLimits:
     dnl_lifetime: float = 6.0  # seconds
     dnl_max_entries: int = 1 << 20
     strategy_choice_max_entries: int = 1_000
+    # Reverse state of Trigger Interests (one per pending TI): a share of the PIT, bounded on its
+    # own so reflexive exchanges cannot crowd out ordinary Interests (protocols.md §5.6).
+    reflexive_max_entries: int = 10_000
 
     def __post_init__(self) -> None:
         # A bad value comes from a user's config: say which field and what would be accepted.

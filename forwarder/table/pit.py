@@ -86,6 +86,7 @@ class PitEntry:
         "name",
         "name_ends",
         "out_records",
+        "reflexive_key",
         "satisfied",
         "strategy_info",
         "wire",
@@ -103,12 +104,20 @@ class PitEntry:
         self.satisfied = False
         self.data_freshness = 0
         self.strategy_info: dict[str, object] = {}
+        # The Reflexive Name Segment of a Trigger Interest whose reverse state this entry holds
+        # (forwarder.table.reflexive): None for every other entry, so finalize checks one slot.
+        self.reflexive_key: bytes | None = None
         ends = interest.name_ends
         self._is_digest = bool(ends) and (
             interest.name[ends[-2] if len(ends) > 1 else 0] == T.COMP_IMPLICIT_DIGEST
         )
         self._live = True  # False once erased from its Pit
         self._seq = 0  # sequence number of the entry's valid heap item (0: none)
+
+    @property
+    def live(self) -> bool:
+        """True until the entry is erased from its Pit."""
+        return self._live
 
     def insert_in_record(
         self,

@@ -9,7 +9,7 @@ from forwarder.fw.forwarder import Forwarder
 from forwarder.table.limits import TableLimits
 from icn.encode import make_data, make_interest
 from icn.lp import LpView
-from icn.name import from_uri
+from icn.name import from_uri, reflexive_component
 from icn.packet import InterestView, parse_interest
 
 Sent = tuple[str, bytes, bytes | None, int | None]
@@ -138,3 +138,42 @@ def interest(
 
 def data(uri: str, content: bytes = b"x", *, freshness: int | None = None) -> bytes:
     return make_data(from_uri(uri), content, freshness=freshness)
+
+
+# -- reflexive forwarding: a Trigger Interest ends its name with the Reflexive Name Segment, a
+# Reflexive Interest (and its Data) starts with it.
+
+
+def ti(
+    uri: str, rnp: bytes, n: int = 1, *, lifetime: int | None = None, hop_limit: int | None = None
+) -> bytes:
+    return make_interest(
+        from_uri(uri) + reflexive_component(rnp),
+        nonce=nonce(n),
+        lifetime=lifetime,
+        hop_limit=hop_limit,
+    )
+
+
+def ri(
+    rnp: bytes,
+    suffix: str = "/args",
+    n: int = 1,
+    *,
+    lifetime: int | None = None,
+    hop_limit: int | None = None,
+) -> bytes:
+    return make_interest(
+        reflexive_component(rnp) + from_uri(suffix),
+        nonce=nonce(n),
+        lifetime=lifetime,
+        hop_limit=hop_limit,
+    )
+
+
+def rdata(rnp: bytes, suffix: str = "/args", content: bytes = b"rd") -> bytes:
+    return make_data(reflexive_component(rnp) + from_uri(suffix), content, freshness=10_000)
+
+
+def tdata(uri: str, rnp: bytes, content: bytes = b"td") -> bytes:
+    return make_data(from_uri(uri) + reflexive_component(rnp), content, freshness=10_000)
