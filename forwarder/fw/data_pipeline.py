@@ -9,12 +9,13 @@ leave the PIT at once.
 from __future__ import annotations
 
 from forwarder.fw.forwarder_base import LOCALHOST
-from forwarder.fw.reflexive import RI_FIRST_OCTET, ReflexivePipeline
+from forwarder.fw.reflexive import ReflexivePipeline
 from forwarder.table.pit import PitEntry
 from icn import tlv_types as T
 from icn.errors import DecodeError
 from icn.lp import LpView
 from icn.packet import parse_data
+from icn.reflexive import REFLEXIVE_FIRST_OCTET
 
 
 class DataPipeline(ReflexivePipeline):
@@ -49,7 +50,7 @@ class DataPipeline(ReflexivePipeline):
             no_cache = lp.cache_policy == T.CACHE_POLICY_NO_CACHE
             if no_cache:
                 counters["fw.cs_no_cache"] += 1
-        if not no_cache and (dv.name[:1] != RI_FIRST_OCTET or self._may_cache_reflexive(dv)):
+        if not no_cache and (dv.name[:1] != REFLEXIVE_FIRST_OCTET or self._may_cache_reflexive(dv)):
             self.cs.insert(dv, now)
 
         faces = self.faces

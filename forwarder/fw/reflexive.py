@@ -16,12 +16,7 @@ from forwarder.fw.strategy import InterestContext
 from forwarder.table.pit import PitEntry
 from icn import tlv_types as T
 from icn.packet import DataView
-
-# First octet of a name value whose first component is a Reflexive Name Segment: type 59 fits in
-# one VAR-NUMBER octet, so one byte compare tells an RI (or Reflexive Data) on the hot path.
-RI_FIRST_OCTET = bytes((T.COMP_REFLEXIVE,))
-# The draft's RECOMMENDED extension: IL_t = max(IL_t, 1.5 x IL_r).
-LIFETIME_EXTENSION = 1.5
+from icn.reflexive import LIFETIME_EXTENSION
 
 
 class ReflexivePipeline(ForwarderBase):
