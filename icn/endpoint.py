@@ -121,7 +121,8 @@ class Endpoint:
         self._closed = asyncio.get_running_loop().create_future()
         self._pending: dict[bytes, list[PendingInterest]] = {}
         self._n_pending = self._n_prefix = self._n_digest = 0
-        self._handlers: dict[bytes, Handler] = {}
+        self._handlers: dict[bytes, tuple[Handler, int]] = {}  # prefix -> (handler, depth)
+        self._depth_count: Counter[int] = Counter()  # handlers per prefix depth
         self._depths: list[int] = []  # component counts of the handler prefixes, longest first
         self._tasks: set[asyncio.Future[None]] = set()
         self._triggers: dict[bytes, list[PendingInterest]] = {}
@@ -396,7 +397,7 @@ class Endpoint:
         except BaseException:
             self.remove_handler(value)
             if previous is not None:
-                self.add_handler(value, previous)
+                self.add_handler(value, previous[0])
             raise
         if self.face_id is None and isinstance(body.get("face_id"), int):
             self.face_id = body["face_id"]
@@ -411,15 +412,23 @@ class Endpoint:
         """Dispatch Interests under ``prefix`` to ``handler`` without touching the forwarder's
         routes (reflexive Interests, or a route installed some other way)."""
         value = as_name(prefix)
-        self._handlers[value] = handler
+        self.remove_handler(value)
         depth = len(component_ends(value))
-        if depth not in self._depths:
+        self._handlers[value] = (handler, depth)
+        self._depth_count[depth] += 1
+        if self._depth_count[depth] == 1:
             self._depths = sorted([*self._depths, depth], reverse=True)
 
     def remove_handler(self, prefix: NameLike) -> None:
-        value = as_name(prefix)
-        if self._handlers.pop(value, None) is not None:
-            self._depths = sorted({len(component_ends(p)) for p in self._handlers}, reverse=True)
+        # per-depth counts: a call's reflexive handler comes and goes without rescanning the
+        # others (64 calls in flight made that rescan the client's top cost)
+        entry = self._handlers.pop(as_name(prefix), None)
+        if entry is not None:
+            depth = entry[1]
+            self._depth_count[depth] -= 1
+            if not self._depth_count[depth]:
+                del self._depth_count[depth]
+                self._depths.remove(depth)
 
     def add_reflexive(self, rnp: bytes, handler: Handler) -> bytes:
         """Answer Reflexive Interests ``/<RNP>/...`` for ``rnp`` with ``handler``: no route is
@@ -607,9 +616,9 @@ class Endpoint:
         n = len(ends)
         for depth in self._depths:
             if depth <= n:
-                handler = handlers.get(name[: ends[depth - 1]] if depth else b"")
-                if handler is not None:
-                    return handler
+                entry = handlers.get(name[: ends[depth - 1]] if depth else b"")
+                if entry is not None:
+                    return entry[0]
         return None
 
     # ---- transport -------------------------------------------------------------------------

@@ -13,8 +13,6 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from icn.secretbox import CallKey, EphemeralKey, derive_key
-
 from compute.rmi.credential import build_credential
 from compute.rmi.errors import ProtocolError, ServerUnavailable, Timeout
 from compute.rmi.wire import (
@@ -35,6 +33,7 @@ from icn.name import component_ends, components, from_uri, to_uri
 from icn.packet import InterestView
 from icn.publish import SegmentedObject
 from icn.reflexive import new_rnp, reflexive_key, trigger_name
+from icn.secretbox import CallKey, EphemeralKey, derive_key
 from icn.segments import data_content
 from icn.serialize import unpack
 
@@ -77,7 +76,8 @@ class _Exchange:
         self.function = function
         self.blob = blob
         self.private = private
-        self.ephemeral = EphemeralKey.generate()
+        # X25519 only for a private call: it costs as much as the credential's signature
+        self.ephemeral = EphemeralKey.generate() if private else None
         self.call_key: CallKey | None = None
         self.args: SegmentedObject | None = None
         self.credential: bytes | None = None
@@ -96,7 +96,7 @@ class _Exchange:
 
     def _credential(self, name: bytes, server_public: bytes) -> bytes:
         payload = self.blob
-        if self.private:
+        if self.ephemeral is not None:
             try:
                 self.call_key = derive_key(
                     self.ephemeral, server_public, salt=self.key, info=KEY_INFO
@@ -112,7 +112,7 @@ class _Exchange:
             name,
             function=self.function,
             rnp_key=self.key,
-            ephemeral=self.ephemeral.public_bytes,
+            ephemeral=self.ephemeral.public_bytes if self.ephemeral else b"",
             private=self.private,
             size=len(self.blob),
             payload=payload,

@@ -80,6 +80,7 @@ class ServerConfig:
     memo_freshness_ms: int = 3_600_000
     result_freshness_ms: int = 10_000
     margin: float = 0.1  # seconds kept between answering and the Trigger Interest expiring
+    key_rotation: float = 60.0  # seconds one X25519 key serves private calls
 
 
 class _Call:
@@ -130,6 +131,17 @@ class RmiServer:
             counters=self.counters,
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        self._eph: EphemeralKey | None = None
+        self._eph_until = 0.0
+
+    def _ephemeral(self, now: float) -> EphemeralKey:
+        """The server's X25519 key for private calls, replaced every ``key_rotation`` seconds
+        (generating one per call cost more than the rest of a small call's crypto; each call's
+        key still differs, derived with the caller's own ephemeral key and its RNP as salt)."""
+        if self._eph is None or now >= self._eph_until:
+            self._eph = EphemeralKey.generate()
+            self._eph_until = now + self.config.key_rotation
+        return self._eph
 
     async def start(self) -> None:
         await self.ep.serve(self.prefix, self._on_interest)
@@ -205,7 +217,7 @@ class RmiServer:
             )
         if len(self.jobs.running) >= cfg.max_jobs:
             raise Overloaded(f"{cfg.max_jobs} calls in progress; retry later", function)
-        eph = EphemeralKey.generate()
+        eph = self._ephemeral(loop.time())
         extend = LIFETIME_EXTENSION * cfg.ri_lifetime_ms / 1000.0
         hello = await self.ep.express(
             key + HELLO + generic(eph.public_bytes),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -143,3 +143,35 @@ async def test_reflexive_interests_extend_the_trigger_and_reach_the_filter() -> 
     ep.close()
     with pytest.raises(InterestCanceled):
         await ep.express("/after/close")
+
+
+async def test_handlers_come_and_go_by_longest_prefix() -> None:
+    fake = FakeForwarder()
+    ep = Endpoint.over_port(fake.app_end)
+    got: list[str] = []
+
+    def tag(label: str) -> Callable[[InterestView, object], None]:
+        return lambda iv, reply: got.append(label)
+
+    ep.add_handler("/a", tag("a"))
+    ep.add_handler("/a/b", tag("ab"))
+    ep.add_handler("/x/y", tag("xy"))
+    ep.add_handler("/a/b", tag("ab2"))  # replaces, does not double-count its depth
+
+    async def send(uri: str) -> None:
+        fake.here.send(make_interest(from_uri(uri)))
+        await asyncio.sleep(0.01)
+
+    await send("/a/b/c")
+    await send("/x/y/z")
+    ep.remove_handler("/a/b")
+    await send("/a/b/c")  # falls back to the shorter prefix
+    await send("/x/y/z")  # depth 2 still served for /x/y
+    ep.remove_handler("/x/y")
+    ep.remove_handler("/x/y")  # idempotent
+    await send("/x/y/z")
+    ep.remove_handler("/a")
+    await send("/a/b/c")
+    assert got == ["ab2", "xy", "a", "xy"]
+    assert ep.counters["drop_no_handler"] == 2
+    ep.close()
