@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from apps.scenario.entry import ServiceContext, WorkloadContext
 from apps.scenario.units import parse_duration
-from apps.workloads import _arg
+from apps.workloads import _arg, run_paced
 from compute.rmi import Client, RmiError, RmiServer, ServerConfig, collect
+from compute.rmi.client import split_function
 
 
 async def server(ctx: ServiceContext) -> None:
@@ -37,6 +37,10 @@ async def caller(ctx: WorkloadContext) -> None:
     ``args.timeout`` (default 30s) bounds each call; ``args.lifetime`` (default 1s) is every
     Interest's lifetime.  Records each call's latency, or its error type."""
     function = str(ctx.args.get("function", ""))
+    try:
+        split_function(function)
+    except ValueError as exc:
+        raise SystemExit(f"args.function: {exc}") from None
     positional = tuple(ctx.args.get("args") or ())
     kwargs: dict[str, Any] = dict(ctx.args.get("kwargs") or {})
     rate = _arg(ctx.args, "rate", 10.0, float)
@@ -46,8 +50,6 @@ async def caller(ctx: WorkloadContext) -> None:
     timeout = parse_duration(ctx.args.get("timeout", "30s"))
     lifetime_ms = int(parse_duration(ctx.args.get("lifetime", "1s")) * 1000)
     client = Client(await ctx.endpoint(), lifetime_ms=lifetime_ms, timeout=timeout)
-    slots = asyncio.Semaphore(concurrency)
-    tasks: set[asyncio.Task[None]] = set()
 
     async def one() -> None:
         sent = time.time()
@@ -56,24 +58,13 @@ async def caller(ctx: WorkloadContext) -> None:
             ctx.record(True, time.time() - sent, sent=sent)
         except RmiError as exc:
             ctx.record(False, sent=sent, error=type(exc).__name__)
-        finally:
-            slots.release()
 
-    interval = 1.0 / rate if rate > 0 else 0.0
-    made = 0
-    next_at = time.monotonic()
-    while ctx.remaining > 0 and (count is None or made < int(count)):
-        await slots.acquire()
-        task = asyncio.ensure_future(one())
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        made += 1
-        next_at += interval
-        delay = next_at - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        else:
-            next_at = time.monotonic()
-    if tasks:
-        await asyncio.wait(tasks, timeout=timeout + 1.0)
+    made = await run_paced(
+        ctx,
+        rate,
+        concurrency,
+        lambda n: one(),
+        tail=timeout + 1.0,
+        count=None if count is None else int(count),
+    )
     ctx.log(f"made {made} calls; {client.polls} result polls")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from apps.scenario.entry import ServiceContext, WorkloadContext
@@ -67,8 +68,6 @@ async def consumer(ctx: WorkloadContext) -> None:
     retries = _arg(ctx.args, "retries", 2, int)
     repeat = ctx.args.get("repeat")
     ep = await ctx.endpoint()
-    slots = asyncio.Semaphore(window)
-    tasks: set[asyncio.Task[None]] = set()
 
     async def one(n: int) -> None:
         name = prefix + generic(str(n))
@@ -82,17 +81,47 @@ async def consumer(ctx: WorkloadContext) -> None:
             ctx.record(False, sent=sent, error=f"nack {exc.reason_name}")
         except IcnError as exc:
             ctx.record(False, sent=sent, error=type(exc).__name__)
+
+    n = await run_paced(
+        ctx,
+        rate,
+        window,
+        lambda n: one(n % int(repeat) if repeat else n),
+        tail=lifetime_ms / 1000 * (retries + 1) + 0.5,
+        stop=lambda: ep.closed,
+    )
+    ctx.log(f"sent {n} requests")
+
+
+async def run_paced(
+    ctx: WorkloadContext,
+    rate: float,
+    window: int,
+    start: Callable[[int], Awaitable[None]],
+    *,
+    tail: float,
+    count: int | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> int:
+    """Start ``start(n)`` for n = 0, 1, ... at ``rate`` per second, at most ``window`` at once,
+    until the duration ends, ``count`` were started or ``stop()``; then give those in flight
+    ``tail`` seconds.  Returns how many were started.  Behind schedule it does not burst to
+    catch up."""
+    slots = asyncio.Semaphore(window)
+    tasks: set[asyncio.Future[None]] = set()
+
+    async def bounded(n: int) -> None:
+        try:
+            await start(n)
         finally:
             slots.release()
 
-    stop_sending = ctx.started + ctx.duration
     interval = 1.0 / rate if rate > 0 else 0.0
     n = 0
     next_at = time.monotonic()
-    while time.time() < stop_sending and not ep.closed:
+    while ctx.remaining > 0 and (count is None or n < count) and not stop():
         await slots.acquire()
-        seq = n % int(repeat) if repeat else n
-        task = asyncio.ensure_future(one(seq))
+        task = asyncio.ensure_future(bounded(n))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
         n += 1
@@ -101,7 +130,7 @@ async def consumer(ctx: WorkloadContext) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
         else:
-            next_at = time.monotonic()  # behind schedule: do not burst to catch up
-    if tasks:  # the last requests get their lifetime and retries (the launcher allows for it)
-        await asyncio.wait(tasks, timeout=lifetime_ms / 1000 * (retries + 1) + 0.5)
-    ctx.log(f"sent {n} requests")
+            next_at = time.monotonic()
+    if tasks:  # the last ones get their time (the launcher allows for it)
+        await asyncio.wait(tasks, timeout=tail)
+    return n
