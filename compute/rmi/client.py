@@ -18,7 +18,9 @@ from compute.rmi.errors import ProtocolError, ServerUnavailable, Timeout
 from compute.rmi.wire import (
     ARGS,
     HELLO,
+    KEY_INFO,
     call_digest,
+    component_text,
     component_value,
     function_component,
     memo_name,
@@ -38,7 +40,6 @@ from icn.segments import data_content
 from icn.serialize import unpack
 
 Progress = Callable[[str, float, float], None]  # (state, elapsed s, eta s)
-KEY_INFO = b"icn-rmi v1 call key"
 
 
 def split_function(function: str) -> tuple[bytes, str]:
@@ -51,13 +52,9 @@ def split_function(function: str) -> tuple[bytes, str]:
     if len(parts) < 2:
         raise ValueError(f"{function!r}: call a function by its full name, e.g. /svc/fn")
     last = parts[-1]
-    fn = component_value_text(last)
+    fn = component_text(last) or ""
     function_component(fn)
     return name[: len(name) - len(last)], fn
-
-
-def component_value_text(component: bytes) -> str:
-    return component_value(component).decode(errors="replace")
 
 
 class _Exchange:

@@ -15,6 +15,7 @@ from typing import Any
 
 from compute.rmi.errors import BadArguments, Unauthorized
 from compute.rmi.policy import Caller
+from icn.encode import make_data
 from icn.errors import DecodeError, SecurityError
 from icn.keys import Identity, verify_data
 from icn.packet import DataView
@@ -51,8 +52,6 @@ def build_credential(
     inline: bool,
 ) -> bytes:
     """The signed credential Data, named ``name`` (the Reflexive Interest's name)."""
-    from icn.encode import make_data
-
     content = pack(
         {
             "fn": function,

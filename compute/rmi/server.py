@@ -22,6 +22,7 @@ from compute.rmi.errors import (
     BadArguments,
     NoSuchFunction,
     Overloaded,
+    ProtocolError,
     RemoteError,
     ResultLost,
     RmiError,
@@ -34,6 +35,7 @@ from compute.rmi.store import BoundedStore
 from compute.rmi.wire import (
     ARGS,
     HELLO,
+    KEY_INFO,
     MEMO,
     THUNK,
     call_digest,
@@ -58,7 +60,6 @@ from icn.serialize import pack
 
 log = logging.getLogger(__name__)
 Reply = Callable[[bytes], None]
-KEY_INFO = b"icn-rmi v1 call key"
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,10 @@ class RmiServer:
             self.counters["caller_gone"] += 1
             log.info("call %s: caller gone (%s)", to_uri(iv.name), exc)
             return
+        except Exception:  # a bug here must not leave the caller waiting in silence
+            self.counters["internal_error"] += 1
+            log.exception("call %s failed inside the server", to_uri(iv.name))
+            content = error_envelope(ProtocolError("the server failed handling the call", function))
         call = self._calls.get(key, loop.time())
         if call is not None:  # kept for a retransmission of the Trigger Interest
             call.answer = content
@@ -239,20 +244,26 @@ class RmiServer:
             )
         payload = cred.inline
         if payload is None:
-            payload = await fetch_segments(
-                self.ep,
-                key + ARGS,
-                window=cfg.args_window,
-                lifetime_ms=cfg.ri_lifetime_ms,
-                retries=cfg.ri_retries,
-                must_be_fresh=False,
-                max_size=cred.payload_size,
-            )
+            try:
+                payload = await fetch_segments(
+                    self.ep,
+                    key + ARGS,
+                    window=cfg.args_window,
+                    lifetime_ms=cfg.ri_lifetime_ms,
+                    retries=cfg.ri_retries,
+                    must_be_fresh=False,
+                    max_size=cred.payload_size,
+                )
+            except DecodeError as exc:  # not segments, or more bytes than the credential said
+                raise BadArguments(f"unreadable arguments: {exc}", function) from None
             deadline = max(deadline, loop.time() + extend - 0.05)
         check_payload(cred, payload)
-        call_key = (
-            derive_key(eph, cred.ephemeral, salt=key, info=KEY_INFO) if cred.private else None
-        )
+        call_key = None
+        if cred.private:
+            try:
+                call_key = derive_key(eph, cred.ephemeral, salt=key, info=KEY_INFO)
+            except SecurityError as exc:
+                raise BadArguments(f"unusable call key: {exc}", function) from None
         blob = self._open_args(call_key, payload, key, function)
         args, kwargs = self._bind(spec, blob)
         # In-network memoization makes a result public to whoever knows the arguments, so

@@ -25,6 +25,8 @@ from icn.serialize import pack, unpack
 from icn.tlv import read_tl
 
 VERSION = 1
+# HKDF info for a private call's key: both sides must derive with the same
+KEY_INFO = b"icn-rmi v1 call key"
 THUNK = generic("_thunk")
 MEMO = generic("_memo")
 HELLO = generic("hello")

@@ -117,3 +117,30 @@ async def test_junk_names_are_dropped_and_the_server_keeps_serving(line: Line) -
         assert server.counters["drop_bad_name"] >= 3
     finally:
         ep.close()
+
+
+async def test_bad_call_key_and_oversized_arguments_get_clear_errors(line: Line) -> None:
+    server = await line.start_server()
+    ep = attach_endpoint(line.daemons[0])
+    try:
+        # a private call whose ephemeral key is not an X25519 key
+        with pytest.raises(BadArguments, match="unusable call key"):
+            await call_with(
+                ep, "echo", lambda iv, key: credential(iv, key, private=True, ephemeral=b"\x01")
+            )
+        blob = pack_args((b"x" * 20_000,), {})
+
+        def answer(iv: InterestView, key: bytes) -> bytes:
+            if iv.name.startswith(key + from_uri("/hello")):
+                # signed for fewer bytes than the segments then carry
+                return credential(
+                    iv, key, function="digest", size=100, payload=blob[:100], inline=False
+                )
+            return SegmentedObject(key + from_uri("/args"), blob).answer(iv) or b""
+
+        with pytest.raises(BadArguments, match="unreadable arguments"):
+            await call_with(ep, "digest", answer)
+        assert funcs.RAN["echo"] == funcs.RAN["digest"] == 0
+        assert server.counters["started"] == 0 and server.counters["internal_error"] == 0
+    finally:
+        ep.close()
