@@ -36,16 +36,12 @@ async def caller(ctx: WorkloadContext) -> None:
     until the duration ends or ``args.count`` calls were made.  ``args.private`` encrypts;
     ``args.timeout`` (default 30s) bounds each call; ``args.lifetime`` (default 1s) is every
     Interest's lifetime.  Records each call's latency, or its error type."""
-    function = str(ctx.args.get("function", ""))
-    try:
-        split_function(function)
-    except ValueError as exc:
-        raise SystemExit(f"args.function: {exc}") from None
-    positional = tuple(ctx.args.get("args") or ())
-    kwargs: dict[str, Any] = dict(ctx.args.get("kwargs") or {})
+    function, positional, kwargs = call_arguments(ctx.args)
     rate = _arg(ctx.args, "rate", 10.0, float)
     concurrency = _arg(ctx.args, "concurrency", 16, int)
     count = ctx.args.get("count")
+    if count is not None and (not isinstance(count, int) or count < 1):
+        raise SystemExit(f"args.count: expected a whole number of calls >= 1, got {count!r}")
     private = bool(ctx.args.get("private", False))
     timeout = parse_duration(ctx.args.get("timeout", "30s"))
     lifetime_ms = int(parse_duration(ctx.args.get("lifetime", "1s")) * 1000)
@@ -65,6 +61,25 @@ async def caller(ctx: WorkloadContext) -> None:
         concurrency,
         lambda n: one(),
         tail=timeout + 1.0,
-        count=None if count is None else int(count),
+        count=count,
     )
     ctx.log(f"made {made} calls; {client.polls} result polls")
+
+
+def call_arguments(args: dict[str, Any]) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+    """``args.function``, ``args.args`` and ``args.kwargs`` checked: the message names the
+    field and what to write (the process exits with it, and the launcher shows it)."""
+    function = str(args.get("function", ""))
+    try:
+        split_function(function)
+    except ValueError as exc:
+        raise SystemExit(f"args.function: {exc}") from None
+    positional = args.get("args", [])
+    if not isinstance(positional, list):
+        raise SystemExit(
+            f"args.args: expected a list of arguments, e.g. [1, 2], got {positional!r}"
+        )
+    kwargs = args.get("kwargs", {})
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise SystemExit(f"args.kwargs: expected a map of names to values, got {kwargs!r}")
+    return function, tuple(positional), kwargs

@@ -156,3 +156,21 @@ def test_bounded_store_caps_entries_bytes_and_age() -> None:
     assert lru.get("a", 0.0) == 1  # a is now the most recent
     lru.put("c", 3, 0.0)
     assert lru.get("b", 0.0) is None and lru.get("a", 0.0) == 1
+
+
+def test_scenario_caller_arguments_are_checked() -> None:
+    from apps.rmi_entries import call_arguments
+
+    assert call_arguments({"function": "/s/f", "args": [1], "kwargs": {"x": 2}}) == (
+        "/s/f",
+        (1,),
+        {"x": 2},
+    )
+    assert call_arguments({"function": "/s/f"}) == ("/s/f", (), {})
+    for bad, field in (
+        ({"function": "f"}, "args.function"),
+        ({"function": "/s/f", "args": "abc"}, "args.args"),
+        ({"function": "/s/f", "kwargs": [1]}, "args.kwargs"),
+    ):
+        with pytest.raises(SystemExit, match=field):
+            call_arguments(bad)
