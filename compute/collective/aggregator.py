@@ -1,0 +1,138 @@
+"""An aggregation node: pulls its children's chunks, folds them in order, publishes the result.
+
+The root publishes ``/<job>/sum/<round>/<chunk>``; any other aggregator ``/<job>/agg/<node>/...``.
+Nothing is computed ahead: the first Interest for a chunk starts pulling the children's (the
+workers' Interests, aggregated in the PITs on the way, are the schedule).  A child aggregator
+that is gone (its prefix Nacked) or silent for ``bypass_after`` seconds is bypassed: its own
+children are pulled directly and folded in the same order, so the result is the same bits.  A
+worker that does not answer within ``member_timeout`` makes the chunk an error, which reaches
+every worker as a clear message instead of a silent timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from typing import Any
+
+from compute.collective.combine import Part, combine, encode_part, read_part
+from compute.collective.errors import CollectiveError
+from compute.collective.fetch import fetch_one
+from compute.collective.names import JobNames
+from compute.collective.plan import Plan
+from compute.collective.publisher import ChunkPublisher, Key
+from compute.collective.wire import encode_error
+from icn.endpoint import Endpoint
+from icn.errors import InterestNack, InterestTimeout
+
+log = logging.getLogger(__name__)
+
+
+class Aggregator:
+    """Serves the aggregator ``node`` of ``plan`` on ``ep`` (``await start()``)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        node: str,
+        ep: Endpoint,
+        *,
+        lifetime_ms: int = 1000,
+        member_timeout: float = 30.0,
+        bypass_after: float = 2.0,
+        keep_rounds: int = 4,
+    ) -> None:
+        if not plan.is_aggregator(node):
+            raise CollectiveError(f"{node!r} is not an aggregator of the plan", plan.job)
+        self.plan, self.node, self.ep = plan, node, ep
+        self.names = JobNames(plan.job)
+        self.lifetime_ms = lifetime_ms
+        self.member_timeout = member_timeout
+        self.bypass_after = bypass_after
+        self.counters: Counter[str] = Counter()
+        self.gone: set[str] = set()  # child aggregators that answered with a Nack: bypassed
+        prefix = self.names.sum_prefix() if node == plan.root else self.names.agg_prefix(node)
+        self.publisher = ChunkPublisher(
+            ep, prefix, keep_rounds=keep_rounds, on_missing=self._start, counters=self.counters
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self, register: bool = True) -> None:
+        await self.publisher.start(register)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.publisher.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.counters, "bypassed": sorted(self.gone)}
+
+    # ---- computing a chunk -------------------------------------------------------------------
+
+    def _start(self, key: Key) -> None:
+        task = asyncio.ensure_future(self._compute(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _compute(self, key: Key) -> None:
+        until = asyncio.get_running_loop().time() + self.member_timeout
+        try:
+            content = encode_part(await self._subtree(self.node, key, until))
+            self.counters["chunks_aggregated"] += 1
+        except CollectiveError as exc:
+            self.counters["chunks_failed"] += 1
+            log.warning("%s round %d chunk %d: %s", self.names.job, key[0], key[1], exc)
+            content = encode_error(str(exc))
+        self.publisher.put(key, content)
+
+    async def _subtree(self, node: str, key: Key, until: float) -> Part:
+        """The fold of ``node``'s children for ``key`` (``node`` is this aggregator, or one
+        being bypassed)."""
+        kids = self.plan.children[node]
+        parts = await asyncio.gather(*(self._child(kid, key, until) for kid in kids))
+        return combine(parts, kids)
+
+    async def _child(self, kid: str, key: Key, until: float) -> Part:
+        if not self.plan.is_aggregator(kid):
+            name = JobNames.piece(self.names.worker_prefix(kid), *key)
+            try:
+                content = await fetch_one(
+                    self.ep,
+                    name,
+                    lifetime_ms=self.lifetime_ms,
+                    until=until,
+                    counters=self.counters,
+                )
+            except InterestTimeout:
+                raise CollectiveError(
+                    f"worker {kid} did not contribute round {key[0]} chunk {key[1]} within "
+                    f"{self.member_timeout:g} s (dead, or a straggler past the deadline)"
+                ) from None
+            return read_part(content, f"worker {kid}")
+        if kid not in self.gone:
+            loop = asyncio.get_running_loop()
+            name = JobNames.piece(self.names.agg_prefix(kid), *key)
+            try:
+                content = await fetch_one(
+                    self.ep,
+                    name,
+                    lifetime_ms=min(self.lifetime_ms, int(self.bypass_after * 1000)),
+                    until=min(until, loop.time() + self.bypass_after),
+                    counters=self.counters,
+                    nack_gives_up=True,
+                )
+                return read_part(content, f"aggregator {kid}")
+            except InterestNack:
+                if kid not in self.gone:
+                    log.warning(
+                        "%s: aggregator %s is gone; pulling its children directly",
+                        self.names.job,
+                        kid,
+                    )
+                self.gone.add(kid)
+            except InterestTimeout:
+                self.counters["bypass_slow"] += 1
+        self.counters["chunks_bypassed"] += 1
+        return await self._subtree(kid, key, until)

@@ -1,0 +1,51 @@
+"""Adding children's chunks: check they agree, then fold them in the plan's order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from compute.collective.errors import CollectiveError
+from compute.collective.ops import fold
+from compute.collective.wire import Layout, decode_chunk, encode_chunk, payload_array
+from icn.errors import DecodeError
+
+Part = tuple[dict[str, Any], Any]  # (header, 1-D array)
+
+
+def read_part(content: bytes, source: str) -> Part:
+    """A child's chunk, decoded; its error (if it reports one) raised as CollectiveError."""
+    try:
+        header, payload = decode_chunk(content)
+        if "error" in header:
+            raise CollectiveError(str(header["error"]))
+        return header, payload_array(header, payload)
+    except DecodeError as exc:
+        raise CollectiveError(f"{source} sent a malformed chunk: {exc}") from None
+
+
+def combine(parts: Sequence[Part], sources: Sequence[str]) -> Part:
+    """One part covering all of ``parts``: same layout and operation required."""
+    first = parts[0][0]
+    key = (first.get("dt"), first.get("shape"), first.get("cb"), first.get("op"))
+    for (header, array), source in zip(parts, sources, strict=True):
+        if (header.get("dt"), header.get("shape"), header.get("cb"), header.get("op")) != key:
+            raise CollectiveError(
+                f"{source} disagrees with {sources[0]}: dtype {header.get('dt')} shape "
+                f"{header.get('shape')} op {header.get('op')} against {key[0]} {key[1]} {key[3]}"
+                " (every worker must call the same operation on arrays of one shape and dtype)"
+            )
+        if len(array) != len(parts[0][1]):
+            raise CollectiveError(
+                f"{source}: chunk of {len(array)} items, expected {len(parts[0][1])}"
+            )
+    total = fold([array for _, array in parts], str(first["op"]))
+    header = dict(first)
+    header["n"] = sum(int(h.get("n", 1)) for h, _ in parts)
+    return header, total
+
+
+def encode_part(part: Part) -> bytes:
+    header, array = part
+    Layout.from_header(header)  # only well-formed headers go out
+    return encode_chunk(header, memoryview(array).cast("B"))

@@ -1,0 +1,144 @@
+"""Serving chunks by name: what a worker contributes and what an aggregator computes.
+
+A chunk is published under ``<prefix>/<round>/<chunk>`` (or ``/<round>/<step>/<chunk>``).  An
+Interest for one not produced yet is held, up to its lifetime, and answered the moment it is:
+a straggler's parent waits instead of retrying into silence.  An Interest for a name already
+answered once reaches the source only if no cache on the way had it: those bytes are counted as
+re-sent by the source (``bytes_resent``), the figure the report sets against the bytes content
+stores recovered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+
+from compute.collective.names import JobNames
+from icn.endpoint import Endpoint, Reply
+from icn.packet import InterestView
+
+Key = tuple[int, ...]
+MAX_HELD = 65536  # Interests waiting for chunks not produced yet, over all keys
+
+
+class ChunkPublisher:
+    """Serves ``prefix`` from produced chunks; keeps the last ``keep_rounds`` rounds.
+
+    ``on_missing(key)`` is called (once per key) when an Interest asks for a chunk of a kept
+    round that is not there yet: an aggregator starts computing it then."""
+
+    def __init__(
+        self,
+        ep: Endpoint,
+        prefix: bytes,
+        *,
+        depth: int = 2,
+        keep_rounds: int = 4,
+        on_missing: Callable[[Key], None] | None = None,
+        counters: Counter[str] | None = None,
+    ) -> None:
+        self.ep = ep
+        self.prefix = prefix
+        self.depth = depth  # decimal components after the prefix: (round, chunk) or with a step
+        self.keep_rounds = keep_rounds
+        self.on_missing = on_missing
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        self._wires: dict[Key, bytes] = {}
+        self._answered: set[Key] = set()
+        self._held: dict[Key, list[tuple[Reply, float]]] = {}
+        self._n_held = 0
+        self._asked: set[Key] = set()
+        self.newest_round = -1
+        self._registered = False
+
+    async def start(self, register: bool = True) -> None:
+        if register:
+            await self.ep.register(self.prefix, self.handle)
+            self._registered = True
+        else:
+            self.ep.add_handler(self.prefix, self.handle)
+
+    async def close(self) -> None:
+        if self._registered and not self.ep.closed:
+            try:
+                await self.ep.unregister(self.prefix)
+            except Exception:  # the forwarder may be gone already: nothing left to withdraw
+                self.ep.remove_handler(self.prefix)
+        else:
+            self.ep.remove_handler(self.prefix)
+        self._held.clear()
+
+    # ---- producing ---------------------------------------------------------------------------
+
+    def has(self, key: Key) -> bool:
+        return key in self._wires
+
+    def put(self, key: Key, content: bytes) -> None:
+        """Publish ``content`` as the chunk ``key`` and answer whoever waits for it."""
+        if key in self._wires:
+            return
+        if key[0] > self.newest_round:
+            self.newest_round = key[0]
+            self._forget_old()
+        if key[0] <= self.newest_round - self.keep_rounds:
+            return
+        wire = self.ep.make_data(JobNames.piece(self.prefix, *key), content)
+        self._wires[key] = wire
+        self.counters["chunks_published"] += 1
+        waiting = self._held.pop(key, None)
+        if waiting:
+            self._n_held -= len(waiting)
+            now = asyncio.get_running_loop().time()
+            live: list[Reply] = []
+            for reply, expiry in waiting:
+                # a retransmission held beside the Interest it repeats shares its reply path
+                # (one PIT entry upstream): answering it again would only be dropped there
+                if expiry > now and reply not in live:
+                    live.append(reply)
+            for reply in live:
+                self._send(key, wire, reply)
+            self.counters["held_answered"] += len(live)
+
+    def _forget_old(self) -> None:
+        oldest = self.newest_round - self.keep_rounds
+        for store in (self._wires, self._held):
+            for key in [k for k in store if k[0] <= oldest]:
+                value = store.pop(key)
+                if store is self._held:
+                    self._n_held -= len(value)
+        self._answered = {k for k in self._answered if k[0] > oldest}
+        self._asked = {k for k in self._asked if k[0] > oldest}
+
+    # ---- answering ---------------------------------------------------------------------------
+
+    def handle(self, iv: InterestView, reply: Reply) -> None:
+        key = JobNames.numbers_after(self.prefix, iv.name, self.depth)
+        if key is None:
+            self.counters["drop_bad_name"] += 1
+            return
+        wire = self._wires.get(key)
+        if wire is not None:
+            self._send(key, wire, reply)
+            return
+        if key[0] <= self.newest_round - self.keep_rounds:
+            self.counters["drop_round_gone"] += 1  # long forgotten: the asker will time out
+            return
+        if self._n_held >= MAX_HELD:
+            self.counters["drop_held_full"] += 1
+            return
+        expiry = asyncio.get_running_loop().time() + iv.lifetime / 1000.0
+        self._held.setdefault(key, []).append((reply, expiry))
+        self._n_held += 1
+        if self.on_missing is not None and key not in self._asked:
+            self._asked.add(key)
+            self.on_missing(key)
+
+    def _send(self, key: Key, wire: bytes, reply: Reply) -> None:
+        if key in self._answered:
+            self.counters["bytes_resent"] += len(wire)
+            self.counters["chunks_resent"] += 1
+        else:
+            self._answered.add(key)
+            self.counters["bytes_sent"] += len(wire)
+        reply(wire)

@@ -1,0 +1,106 @@
+"""What a chunk's Data carries: a small header, then the raw bytes of a slice of the array.
+
+``Content = u16 header length | msgpack header | payload``.  The header says what the payload
+is (dtype, the reduction applied, how many workers it covers, how the whole array is cut) so an
+aggregator can check that its children agree before adding them, and a receiver that did not
+know the array (broadcast, allgather) can rebuild it.  An error is a header with ``error`` and
+no payload: an aggregator that cannot complete a chunk says why instead of going silent.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from icn.errors import DecodeError
+
+_LEN = struct.Struct("!H")
+MAX_HEADER = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How an array of ``shape`` and ``dtype`` is cut into chunks of ``chunk_bytes`` (a whole
+    number of items; the last chunk may be shorter; an empty array is one empty chunk)."""
+
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    chunk_bytes: int
+
+    @classmethod
+    def of(cls, array: np.ndarray[Any, Any], chunk_bytes: int) -> Layout:
+        itemsize = max(array.dtype.itemsize, 1)
+        per_chunk = max(chunk_bytes // itemsize, 1) * itemsize
+        return cls(array.dtype, tuple(array.shape), per_chunk)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def chunks(self) -> int:
+        return max(1, -(-self.nbytes // self.chunk_bytes))
+
+    def span(self, chunk: int) -> tuple[int, int]:
+        """Byte offsets [start, end) of ``chunk`` in the flat array."""
+        start = chunk * self.chunk_bytes
+        return start, min(start + self.chunk_bytes, self.nbytes)
+
+    def header(self, op: str, count: int) -> dict[str, Any]:
+        return {
+            "dt": self.dtype.str,
+            "shape": list(self.shape),
+            "cb": self.chunk_bytes,
+            "op": op,
+            "n": count,
+        }
+
+    @classmethod
+    def from_header(cls, header: dict[str, Any]) -> Layout:
+        try:
+            dtype = np.dtype(header["dt"])
+            shape = tuple(int(x) for x in header["shape"])
+            chunk_bytes = int(header["cb"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DecodeError(f"chunk header without a usable layout: {exc}") from None
+        if dtype.hasobject or chunk_bytes <= 0 or any(x < 0 for x in shape):
+            raise DecodeError("chunk header with an unusable dtype, shape or chunk size")
+        return cls(dtype, shape, chunk_bytes)
+
+
+def encode_chunk(header: dict[str, Any], payload: bytes | memoryview) -> bytes:
+    head = msgpack.packb(header)
+    return b"".join((_LEN.pack(len(head)), head, payload))
+
+
+def encode_error(message: str) -> bytes:
+    return encode_chunk({"error": message}, b"")
+
+
+def decode_chunk(content: bytes) -> tuple[dict[str, Any], memoryview]:
+    """(header, payload); DecodeError when the content is not a chunk."""
+    if len(content) < _LEN.size:
+        raise DecodeError("chunk shorter than its header length")
+    (size,) = _LEN.unpack_from(content)
+    if size > MAX_HEADER or _LEN.size + size > len(content):
+        raise DecodeError("chunk header length out of range")
+    try:
+        header = msgpack.unpackb(content[_LEN.size : _LEN.size + size])
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise DecodeError(f"chunk header is not msgpack: {exc}") from None
+    if not isinstance(header, dict):
+        raise DecodeError("chunk header is not a map")
+    return header, memoryview(content)[_LEN.size + size :]
+
+
+def payload_array(header: dict[str, Any], payload: memoryview) -> np.ndarray[Any, Any]:
+    """The payload as a read-only 1-D array of the header's dtype (no copy)."""
+    layout = Layout.from_header(header)
+    if len(payload) % max(layout.dtype.itemsize, 1):
+        raise DecodeError("chunk payload is not a whole number of items")
+    return np.frombuffer(payload, dtype=layout.dtype)

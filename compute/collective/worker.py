@@ -1,0 +1,273 @@
+"""A worker's side of a job: ``Collective(plan, worker, endpoint)``.
+
+Each call is one round, numbered in call order, so every worker must make the same calls in the
+same order (as with MPI or torch.distributed).  The worker publishes its array as chunks under
+``/<job>/w/<worker>/<round>/<chunk>`` and, for an allreduce, pulls ``/<job>/sum/<round>/<chunk>``
+with a window of Interests in flight: the workers' Interests meet in the PITs, so one sum Data
+per chunk comes down the tree to all of them, and is cached on the way for whoever lost it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from compute.collective.combine import read_part
+from compute.collective.errors import CollectiveError
+from compute.collective.fetch import fetch_many
+from compute.collective.names import JobNames
+from compute.collective.ops import check_op, finish
+from compute.collective.plan import Plan
+from compute.collective.publisher import ChunkPublisher
+from compute.collective.wire import Layout, encode_chunk
+from icn.endpoint import Endpoint
+
+# A chunk fits one packet on any path (8800 bytes with name, header and signature); on faces
+# that stay on the host (Unix sockets, in-memory) pass a larger chunk_bytes, e.g. LOCAL_CHUNK.
+DEFAULT_CHUNK = 8192
+LOCAL_CHUNK = 256 * 1024
+Mode = Literal["tree", "ring"]
+
+
+class Collective:
+    """Collective operations of ``worker`` in ``plan``, over ``ep``.  ``await start()`` first.
+
+    ``mode="tree"`` reduces through the plan's aggregators (in the network, or one parameter
+    server with :meth:`Plan.flat`); ``mode="ring"`` runs ring allreduce among the workers (no
+    aggregator).  ``deadline`` bounds each operation: past it, CollectiveError."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        worker: str,
+        ep: Endpoint,
+        *,
+        mode: Mode = "tree",
+        chunk_bytes: int = DEFAULT_CHUNK,
+        window: int = 16,
+        lifetime_ms: int = 1000,
+        deadline: float = 60.0,
+        keep_rounds: int = 4,
+    ) -> None:
+        if worker not in plan.workers:
+            raise CollectiveError(f"{worker!r} is not a worker of the plan", plan.job)
+        if mode not in ("tree", "ring"):
+            raise CollectiveError(f"mode {mode!r}: use tree or ring", plan.job)
+        if chunk_bytes < 64:
+            raise CollectiveError(f"chunk_bytes {chunk_bytes}: must be at least 64", plan.job)
+        self.plan, self.worker, self.ep, self.mode = plan, worker, ep, mode
+        self.rank = plan.workers.index(worker)
+        self.size = len(plan.workers)
+        self.names = JobNames(plan.job)
+        self.chunk_bytes = chunk_bytes
+        self.window = window
+        self.lifetime_ms = lifetime_ms
+        self.deadline = deadline
+        self.counters: Counter[str] = Counter()
+        self.round = 0
+        self.publisher = ChunkPublisher(
+            ep, self.names.worker_prefix(worker), keep_rounds=keep_rounds, counters=self.counters
+        )
+        self.ring_publisher = ChunkPublisher(
+            ep,
+            self.names.ring_prefix(worker),
+            depth=3,
+            keep_rounds=keep_rounds,
+            counters=self.counters,
+        )
+
+    async def start(self) -> None:
+        await self.publisher.start()
+        if self.mode == "ring":
+            await self.ring_publisher.start()
+
+    async def close(self) -> None:
+        await self.publisher.close()
+        if self.mode == "ring":
+            await self.ring_publisher.close()
+
+    async def __aenter__(self) -> Collective:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def stats(self) -> dict[str, int]:
+        return dict(self.counters)
+
+    # ---- the operations ------------------------------------------------------------------------
+
+    async def allreduce(self, array: Any, op: str = "sum") -> np.ndarray[Any, Any]:
+        """The elementwise ``op`` (sum, mean, max, min) of every worker's ``array``; the same
+        bits at every worker (the mean divides the sum, so integer arrays give floats)."""
+        check_op(op)
+        arr = np.ascontiguousarray(array)
+        if self.mode == "ring":
+            from compute.collective.ring import ring_allreduce
+
+            rnd = self._next_round()
+            total = await ring_allreduce(self, rnd, arr, op)
+            return finish(total, op, self.size)
+        rnd = self._next_round()
+        layout = self._publish(rnd, arr, op)
+        total = await self._fetch_sum(rnd, layout)
+        return finish(total, op, self.size)
+
+    async def reduce(self, array: Any, op: str = "sum", root: str | None = None) -> Any:
+        """The reduction at worker ``root`` (the first worker by default); None elsewhere.
+        The others return at once: keep the Collective open until the root has it."""
+        check_op(op)
+        root = self._member(root)
+        rnd = self._next_round()
+        layout = self._publish(rnd, np.ascontiguousarray(array), op)
+        if self.worker != root:
+            return None
+        return finish(await self._fetch_sum(rnd, layout), op, self.size)
+
+    async def broadcast(self, array: Any = None, root: str | None = None) -> np.ndarray[Any, Any]:
+        """``root``'s array at every worker (the others pass nothing)."""
+        root = self._member(root)
+        rnd = self._next_round()
+        if self.worker == root:
+            if array is None:
+                raise CollectiveError("broadcast: the root must pass an array", self.names.job)
+            arr = np.ascontiguousarray(array)
+            self._publish(rnd, arr, "sum")
+            return arr
+        return (await self._pull_arrays([root], rnd))[0]
+
+    async def allgather(self, array: Any) -> list[np.ndarray[Any, Any]]:
+        """Every worker's array, in worker order (this worker's own included)."""
+        rnd = self._next_round()
+        arr = np.ascontiguousarray(array)
+        self._publish(rnd, arr, "sum")
+        others = [w for w in self.plan.workers if w != self.worker]
+        got = dict(zip(others, await self._pull_arrays(others, rnd), strict=True))
+        got[self.worker] = arr
+        return [got[w] for w in self.plan.workers]
+
+    async def barrier(self) -> None:
+        """Return when every worker has reached this call."""
+        await self.allreduce(np.zeros(1, dtype=np.uint8), "max")
+
+    # ---- pieces ----------------------------------------------------------------------------------
+
+    def _next_round(self) -> int:
+        rnd = self.round
+        self.round += 1
+        return rnd
+
+    def _member(self, root: str | None) -> str:
+        if root is None:
+            return self.plan.workers[0]
+        if root not in self.plan.workers:
+            raise CollectiveError(f"root {root!r} is not a worker of the plan", self.names.job)
+        return root
+
+    def _publish(self, rnd: int, arr: np.ndarray[Any, Any], op: str) -> Layout:
+        if arr.dtype.hasobject:
+            raise CollectiveError(f"dtype {arr.dtype}: only numeric arrays travel", self.names.job)
+        layout = Layout.of(arr, self.chunk_bytes)
+        # a copy: the caller may change its array while parents still pull this round
+        flat = memoryview(arr.tobytes())
+        header = layout.header(op, 1)
+        for chunk in range(layout.chunks):
+            start, end = layout.span(chunk)
+            self.publisher.put((rnd, chunk), encode_chunk(header, flat[start:end]))
+        return layout
+
+    def _until(self) -> float:
+        return asyncio.get_running_loop().time() + self.deadline
+
+    async def _fetch_sum(self, rnd: int, layout: Layout) -> np.ndarray[Any, Any]:
+        out = np.empty(layout.nbytes, dtype=np.uint8)
+        names = [JobNames.piece(self.names.sum_prefix(), rnd, c) for c in range(layout.chunks)]
+        what = f"{self.names.job} round {rnd}"
+
+        def place(chunk: int, content: bytes) -> None:
+            header, part = read_part(content, "the sum")
+            if header.get("n") != self.size:
+                raise CollectiveError(
+                    f"{what}: the sum covers {header.get('n')} of {self.size} workers"
+                )
+            self._place(out, layout, chunk, header, part, "the sum")
+
+        await fetch_many(
+            self.ep,
+            names,
+            place,
+            window=self.window,
+            lifetime_ms=self.lifetime_ms,
+            until=self._until(),
+            counters=self.counters,
+            what=what,
+        )
+        return out.view(layout.dtype).reshape(layout.shape)
+
+    async def _pull_arrays(self, workers: Sequence[str], rnd: int) -> list[np.ndarray[Any, Any]]:
+        """Other workers' arrays of round ``rnd``, straight from their names: chunk 0 says the
+        layout, then the rest come with the window."""
+        until = self._until()
+        what = f"{self.names.job} round {rnd}"
+        firsts: dict[int, bytes] = {}
+        prefixes = [self.names.worker_prefix(w) for w in workers]
+        await fetch_many(
+            self.ep,
+            [JobNames.piece(p, rnd, 0) for p in prefixes],
+            firsts.__setitem__,
+            window=self.window,
+            lifetime_ms=self.lifetime_ms,
+            until=until,
+            counters=self.counters,
+            what=what,
+        )
+        outs: list[np.ndarray[Any, Any]] = []
+        layouts: list[Layout] = []
+        wanted: list[tuple[int, int]] = []
+        for i, w in enumerate(workers):
+            header, part = read_part(firsts[i], f"worker {w}")
+            layout = Layout.from_header(header)
+            layouts.append(layout)
+            outs.append(np.empty(layout.nbytes, dtype=np.uint8))
+            self._place(outs[i], layout, 0, header, part, f"worker {w}")
+            wanted.extend((i, c) for c in range(1, layout.chunks))
+        names = [JobNames.piece(prefixes[i], rnd, c) for i, c in wanted]
+
+        def place(k: int, content: bytes) -> None:
+            i, c = wanted[k]
+            source = f"worker {workers[i]}"
+            self._place(outs[i], layouts[i], c, *read_part(content, source), source)
+
+        await fetch_many(
+            self.ep,
+            names,
+            place,
+            window=self.window,
+            lifetime_ms=self.lifetime_ms,
+            until=until,
+            counters=self.counters,
+            what=what,
+        )
+        return [o.view(lay.dtype).reshape(lay.shape) for o, lay in zip(outs, layouts, strict=True)]
+
+    def _place(
+        self,
+        out: np.ndarray[Any, Any],
+        layout: Layout,
+        chunk: int,
+        header: dict[str, Any],
+        part: np.ndarray[Any, Any],
+        source: str,
+    ) -> None:
+        if Layout.from_header(header) != layout:
+            raise CollectiveError(f"{source}: chunk {chunk} has another layout than chunk 0")
+        start, end = layout.span(chunk)
+        if part.nbytes != end - start:
+            raise CollectiveError(f"{source}: chunk {chunk} has {part.nbytes} bytes")
+        out[start:end] = part.view(np.uint8)
+        self.counters["bytes_received"] += end - start
