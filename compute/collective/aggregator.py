@@ -111,15 +111,17 @@ class Aggregator:
                     f"{self.member_timeout:g} s (dead, or a straggler past the deadline)"
                 ) from None
             return read_part(content, f"worker {kid}")
+        loop = asyncio.get_running_loop()
         if kid not in self.gone:
-            loop = asyncio.get_running_loop()
             name = JobNames.piece(self.names.agg_prefix(kid), *key)
             try:
+                # a live child answers within its own member timeout (its error included);
+                # silence for bypass_after means dead or stuck: pull its children instead
                 content = await fetch_one(
                     self.ep,
                     name,
                     lifetime_ms=min(self.lifetime_ms, int(self.bypass_after * 1000)),
-                    until=min(until, loop.time() + self.bypass_after),
+                    until=loop.time() + self.bypass_after,
                     counters=self.counters,
                     nack_gives_up=True,
                 )
@@ -135,4 +137,6 @@ class Aggregator:
             except InterestTimeout:
                 self.counters["bypass_slow"] += 1
         self.counters["chunks_bypassed"] += 1
-        return await self._subtree(kid, key, until)
+        # the bypass starts the members' clock again: a straggler under a dead aggregator
+        # gets the whole member timeout, and a dead worker is named, not its neighbours
+        return await self._subtree(kid, key, loop.time() + self.member_timeout)

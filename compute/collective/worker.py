@@ -33,6 +33,12 @@ LOCAL_CHUNK = 256 * 1024
 Mode = Literal["tree", "ring"]
 
 
+def as_array(value: Any) -> np.ndarray[Any, Any]:
+    """A C-contiguous array of ``value``, keeping a 0-d shape (ascontiguousarray makes 1-d)."""
+    arr = np.asarray(value)
+    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+
+
 class Collective:
     """Collective operations of ``worker`` in ``plan``, over ``ep``.  ``await start()`` first.
 
@@ -106,7 +112,7 @@ class Collective:
         """The elementwise ``op`` (sum, mean, max, min) of every worker's ``array``; the same
         bits at every worker (the mean divides the sum, so integer arrays give floats)."""
         check_op(op)
-        arr = np.ascontiguousarray(array)
+        arr = as_array(array)
         if self.mode == "ring":
             from compute.collective.ring import ring_allreduce
 
@@ -124,7 +130,7 @@ class Collective:
         check_op(op)
         root = self._member(root)
         rnd = self._next_round()
-        layout = self._publish(rnd, np.ascontiguousarray(array), op)
+        layout = self._publish(rnd, as_array(array), op)
         if self.worker != root:
             return None
         return finish(await self._fetch_sum(rnd, layout), op, self.size)
@@ -136,7 +142,7 @@ class Collective:
         if self.worker == root:
             if array is None:
                 raise CollectiveError("broadcast: the root must pass an array", self.names.job)
-            arr = np.ascontiguousarray(array)
+            arr = as_array(array)
             self._publish(rnd, arr, "sum")
             return arr
         return (await self._pull_arrays([root], rnd))[0]
@@ -144,7 +150,7 @@ class Collective:
     async def allgather(self, array: Any) -> list[np.ndarray[Any, Any]]:
         """Every worker's array, in worker order (this worker's own included)."""
         rnd = self._next_round()
-        arr = np.ascontiguousarray(array)
+        arr = as_array(array)
         self._publish(rnd, arr, "sum")
         others = [w for w in self.plan.workers if w != self.worker]
         got = dict(zip(others, await self._pull_arrays(others, rnd), strict=True))
