@@ -86,6 +86,7 @@ class InterestPipeline(ReflexivePipeline):
                 data = cs.lookup(iv, now)
                 if data is not None:
                     counters["fw.cs_hit"] += 1
+                    counters["fw.cs_hit_bytes"] += len(data)
                     counters["fw.interest_satisfied"] += 1
                     face.send_data(data, pit_token, 0)
                     counters["fw.out_data"] += 1
