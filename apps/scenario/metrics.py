@@ -1,12 +1,24 @@
-"""Node counters sampled through the status datasets, mapped onto the scenario's links."""
+"""Node counters sampled through the status datasets, mapped onto the scenario's links.
+
+NFD's status/general dataset carries a dozen counters (``n_in_interests``...); the forwarder
+keeps many more (``fw.cs_hit``, ``fw.cs_hit_bytes``, drops by reason...).  Those come from the
+counters line a forwarder logs on SIGUSR1 (the launcher started it, so it has its PID and its
+log), and join the sample under their own names.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import signal
+import time
+from collections.abc import Mapping
 from typing import Any
 
+from apps.procs import Child
 from apps.scenario.fabric import Fabric
+from forwarder.daemon import COUNTERS_TAG
 from icn import mgmt_client
 from icn.errors import IcnError
 
@@ -26,8 +38,48 @@ NODE_FIELDS = (
 )
 
 
+POLL_EVERY = 0.02
+
+
+def _is_gauge(key: str) -> bool:
+    """The table sizes in a forwarder's counters line: levels, not counts."""
+    return key.endswith(".size") or key in ("cs.bytes", "uptime_s")
+
+
+async def forwarder_counters(child: Child, timeout: float = SAMPLE_TIMEOUT) -> dict[str, int]:
+    """Every counter of the forwarder ``child`` (SIGUSR1, then the line it logs); gauges and
+    non-integers left out.  Empty if it is not running or does not answer in time."""
+    if child.proc.poll() is not None:
+        return {}
+    try:
+        offset = child.stderr_path.stat().st_size
+    except OSError:
+        return {}
+    child.proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(child.stderr_path, "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+        for line in chunk.split(b"\n")[:-1]:  # complete lines only
+            _, tag, rest = line.partition(COUNTERS_TAG.encode())
+            if not tag:
+                continue
+            try:
+                values = json.loads(rest)
+            except ValueError:
+                return {}
+            return {
+                str(k): v
+                for k, v in values.items()
+                if isinstance(v, int) and not isinstance(v, bool) and not _is_gauge(str(k))
+            }
+        await asyncio.sleep(POLL_EVERY)
+    return {}
+
+
 async def _node_sample(
-    fabric: Fabric, node: str
+    fabric: Fabric, node: str, fwd: Child | None
 ) -> tuple[dict[str, int], list[dict[str, Any]], dict[int, int]]:
     ep = fabric.endpoints[node]
     async with asyncio.timeout(SAMPLE_TIMEOUT):
@@ -35,15 +87,24 @@ async def _node_sample(
         faces = await mgmt_client.status(ep, "faces/list")
         shaped = await mgmt_client.link_list(ep)
     counters = {k: int(general.get(k, 0) or 0) for k in NODE_FIELDS}
+    if fwd is not None:
+        counters.update(await forwarder_counters(fwd))
     dropped = {int(f["face_id"]): int(f.get("dropped", 0)) for f in shaped}
     return counters, faces, dropped
 
 
-async def sample(fabric: Fabric, t: float) -> dict[str, Any]:
-    """One sample: ``{"t", "nodes": {node: counters | None}, "links": {link: {"a>b": ...}}}``."""
+async def sample(
+    fabric: Fabric, t: float, forwarders: Mapping[str, Child] | None = None
+) -> dict[str, Any]:
+    """One sample: ``{"t", "nodes": {node: counters | None}, "links": {link: {"a>b": ...}}}``.
+    With ``forwarders`` (node -> its forwarder process), a node's counters hold all of the
+    forwarder's counters besides status/general's."""
     nodes = list(fabric.sc.nodes)
     live = [n for n in nodes if n in fabric.endpoints]
-    results = await asyncio.gather(*(_node_sample(fabric, n) for n in live), return_exceptions=True)
+    fwds = forwarders or {}
+    results = await asyncio.gather(
+        *(_node_sample(fabric, n, fwds.get(n)) for n in live), return_exceptions=True
+    )
     out_nodes: dict[str, dict[str, int] | None] = dict.fromkeys(nodes)
     faces_of: dict[str, dict[int, dict[str, Any]]] = {}
     dropped_of: dict[str, dict[int, int]] = {}
@@ -77,7 +138,9 @@ async def sample(fabric: Fabric, t: float) -> dict[str, Any]:
     return {"t": round(t, 3), "nodes": out_nodes, "links": links}
 
 
-async def sample_quietly(fabric: Fabric, t: float) -> dict[str, Any] | None:
+async def sample_quietly(
+    fabric: Fabric, t: float, forwarders: Mapping[str, Child] | None = None
+) -> dict[str, Any] | None:
     with contextlib.suppress(IcnError, TimeoutError, OSError):
-        return await sample(fabric, t)
+        return await sample(fabric, t, forwarders)
     return None
