@@ -1,11 +1,13 @@
 """How a scenario's services and workloads run: one process each, started by the launcher as
-``python -m apps.scenario.entry SPEC.json``.
+``python -m apps.scenario.entry SPEC.json`` (or, for a co-located service, inside its node's
+forwarder process: :mod:`apps.scenario.colocated`).
 
 The spec names a callable ``module:function`` that takes one argument, a :class:`ServiceContext`
 or :class:`WorkloadContext`, and may be async.  Through the context it reaches its node's
 forwarder (``await ctx.endpoint()``), reads its ``args``, says it is serving (``ctx.ready()``),
-and, for a workload, records each operation (``ctx.record(...)``) into a JSON-lines file the
-launcher turns into the report.  SIGTERM cancels the callable; records are flushed either way.
+reports metrics (``ctx.metric(name, value)``) and, for a workload, records each operation
+(``ctx.record(...)``), all into a JSON-lines file the launcher turns into the report.  SIGTERM
+cancels the callable; what was recorded is flushed either way.
 """
 
 from __future__ import annotations
@@ -15,58 +17,114 @@ import contextlib
 import importlib
 import inspect
 import json
+import math
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from icn.endpoint import Endpoint
 
-READY_MARK = "icn-scenario: ready"
+READY_MARK = "icn-scenario: ready"  # followed by the service's name
 FLUSH_EVERY = 0.5
+
+Connect = Callable[[], Awaitable[Endpoint]]
+
+
+def ready_line(name: str) -> str:
+    """What a service prints on stdout once serving (the launcher waits for it)."""
+    return f"{READY_MARK} {name}"
 
 
 @dataclass
 class ServiceContext:
-    """What a service process gets: its name, node, arguments and forwarder."""
+    """What a service gets: its name, node, arguments, forwarder and a results file."""
 
     name: str
     node: str
     args: dict[str, Any]
     transport: str
     run_dir: Path
+    links: list[tuple[str, str]] = field(default_factory=list)  # the scenario's, as pairs
+    results: Path | None = None
+    # how to reach the forwarder when not over ``transport`` (a co-located service's
+    # in-memory face)
+    connect: Connect | None = field(default=None, repr=False)
     _endpoint: Endpoint | None = field(default=None, repr=False)
+    _out: IO[str] | None = field(default=None, repr=False)
+    _buffer: list[str] = field(default_factory=list, repr=False)
+    _last_flush: float = field(default_factory=time.monotonic, repr=False)
+    _flush_timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     async def endpoint(self) -> Endpoint:
         """The connection to this node's forwarder (made on first use, then shared)."""
         if self._endpoint is None or self._endpoint.closed:
-            self._endpoint = await Endpoint.connect(self.transport)
+            if self.connect is not None:
+                self._endpoint = await self.connect()
+            else:
+                self._endpoint = await Endpoint.connect(self.transport)
         return self._endpoint
 
     def ready(self) -> None:
-        """Tell the launcher this process is serving; it waits for this before going on."""
-        print(READY_MARK, flush=True)
+        """Tell the launcher this service is serving; it waits for this before going on."""
+        print(ready_line(self.name), flush=True)
 
     def log(self, text: str) -> None:
         print(f"{self.name}: {text}", file=sys.stderr, flush=True)
 
+    def metric(self, name: str, value: float) -> None:
+        """Report ``name``'s current value (a running total such as ``bytes_resent``, or a
+        level); the report keeps the last value each process reported, and sums them."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a metric needs a name, got {name!r}")
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"metric {name}: {value!r} is not a finite number")
+        self._write({"t": time.time(), "metric": name, "value": v})
+
+    def _write(self, rec: dict[str, Any]) -> None:
+        self._buffer.append(json.dumps(rec))
+        if time.monotonic() - self._last_flush >= FLUSH_EVERY:
+            self.flush()
+        elif self._flush_timer is None:
+            # the last lines of a burst reach the file within FLUSH_EVERY even if none follow
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # a synchronous entry, in a thread: flushed by time or close
+                return
+            self._flush_timer = loop.call_later(FLUSH_EVERY, self.flush)
+
+    def flush(self) -> None:
+        self._last_flush = time.monotonic()
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if not self._buffer or self.results is None:
+            return
+        if self._out is None:
+            self._out = open(self.results, "a")  # noqa: SIM115 (closed in close())
+        self._out.write("\n".join(self._buffer) + "\n")
+        self._out.flush()
+        self._buffer.clear()
+
     def close(self) -> None:
+        self.flush()
+        if self._out is not None:
+            self._out.close()
+            self._out = None
         if self._endpoint is not None:
             self._endpoint.close()
 
 
 @dataclass
 class WorkloadContext(ServiceContext):
-    """A service context plus a time budget and a results file."""
+    """A service context plus a time budget and operation records."""
 
     duration: float = 0.0
-    results: Path | None = None
     started: float = field(default_factory=time.time)
-    _out: IO[str] | None = field(default=None, repr=False)
-    _buffer: list[str] = field(default_factory=list, repr=False)
-    _last_flush: float = field(default_factory=time.monotonic, repr=False)
 
     @property
     def remaining(self) -> float:
@@ -95,26 +153,7 @@ class WorkloadContext(ServiceContext):
         }
         if error is not None:
             rec["error"] = error
-        self._buffer.append(json.dumps(rec))
-        if time.monotonic() - self._last_flush >= FLUSH_EVERY:
-            self.flush()
-
-    def flush(self) -> None:
-        self._last_flush = time.monotonic()
-        if not self._buffer or self.results is None:
-            return
-        if self._out is None:
-            self._out = open(self.results, "a")  # noqa: SIM115 (closed in close())
-        self._out.write("\n".join(self._buffer) + "\n")
-        self._out.flush()
-        self._buffer.clear()
-
-    def close(self) -> None:
-        self.flush()
-        if self._out is not None:
-            self._out.close()
-            self._out = None
-        super().close()
+        self._write(rec)
 
 
 def load_callable(entry: str) -> Any:
@@ -125,47 +164,66 @@ def load_callable(entry: str) -> Any:
     return fn
 
 
-def make_context(spec: dict[str, Any]) -> ServiceContext:
-    common = {
+def make_context(spec: dict[str, Any], connect: Connect | None = None) -> ServiceContext:
+    """The context ``spec`` describes; ``connect`` replaces the connection to ``transport``
+    (a co-located service gets an in-memory face this way)."""
+    results = spec.get("results")
+    common: dict[str, Any] = {
         "name": spec["name"],
         "node": spec["node"],
         "args": spec.get("args", {}),
         "transport": spec["transport"],
         "run_dir": Path(spec["run_dir"]),
+        "links": [(str(a), str(b)) for a, b in spec.get("links", [])],
+        "results": Path(results) if results else None,
+        "connect": connect,
     }
     if spec["kind"] == "workload":
         return WorkloadContext(
             **common,
             duration=float(spec["duration"]),
-            results=Path(spec["results"]),
             # the scheduled start, so process start-up does not stretch the workload
             started=float(spec.get("start_at") or time.time()),
         )
     return ServiceContext(**common)
 
 
-async def run_spec(spec: dict[str, Any]) -> int:
-    fn = load_callable(spec["entry"])
-    ctx = make_context(spec)
-    loop = asyncio.get_running_loop()
+def start_entry(fn: Any, ctx: ServiceContext) -> asyncio.Future[Any]:
+    """Run ``fn(ctx)`` as a task (a synchronous ``fn`` in a thread)."""
     if inspect.iscoroutinefunction(fn):
-        task: asyncio.Future[Any] = asyncio.ensure_future(fn(ctx))
-    else:
-        task = asyncio.ensure_future(asyncio.to_thread(fn, ctx))
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    limit = None
-    if isinstance(ctx, WorkloadContext):
-        limit = ctx.remaining + float(spec.get("grace", 5.0))
+        coro: Awaitable[Any] = fn(ctx)
+        return asyncio.ensure_future(coro)
+    return asyncio.ensure_future(asyncio.to_thread(fn, ctx))
+
+
+async def wait_entry(task: asyncio.Future[Any], ctx: ServiceContext, grace: float) -> None:
+    """Wait for an entry's task: a workload gets its remaining time plus ``grace``.  Being
+    cancelled or running past that are normal ends; the context is closed either way."""
+    limit = ctx.remaining + grace if isinstance(ctx, WorkloadContext) else None
     try:
         async with asyncio.timeout(limit):
             await task
-        return 0
-    except (asyncio.CancelledError, TimeoutError):
-        return 0  # stopped by the launcher, or ran past its duration: both are normal ends
+    except TimeoutError:
+        pass
     finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         with contextlib.suppress(Exception):
             ctx.close()
+
+
+async def run_spec(spec: dict[str, Any]) -> int:
+    fn = load_callable(spec["entry"])
+    ctx = make_context(spec)
+    task = start_entry(fn, ctx)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):  # stopped by the launcher: a normal end
+        await wait_entry(task, ctx, float(spec.get("grace", 5.0)))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
