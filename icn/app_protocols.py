@@ -11,14 +11,16 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from icn import tlv_types as T
 from icn.errors import DecodeError
 from icn.tlv import frame_length
 
 if TYPE_CHECKING:
     from icn.endpoint import Endpoint
 
-# Larger than any packet a forwarder sends (8800 plus LP header): such frames are skipped.
-MAX_FRAME = 1 << 20
+# The largest frame a forwarder sends on a local face (a MAX_LOCAL_PACKET_SIZE packet with its
+# LP header); a longer one is skipped and counted.
+MAX_FRAME = T.MAX_LOCAL_PACKET_SIZE + T.LP_HEADER_ROOM
 
 
 class StreamProtocol(asyncio.Protocol):

@@ -52,7 +52,9 @@ Verifier = Callable[[DataView], None]
 NameLike = bytes | str
 
 DEFAULT_MAX_PENDING = 65536
-SEND_LIMIT = 8 << 20  # bytes queued in a stream transport before sends are dropped
+# Bytes queued in a stream transport before sends are dropped: four of the largest local packets,
+# so a producer answering a window of 1 MiB chunks at once is not cut short.
+SEND_LIMIT = 4 * T.MAX_LOCAL_PACKET_SIZE
 
 
 def as_name(name: NameLike) -> bytes:

@@ -85,6 +85,13 @@ NACK_NO_ROUTE = 150
 
 CACHE_POLICY_NO_CACHE = 1
 
-# Largest packet a forwarder accepts (NFD's MAX_NDN_PACKET_SIZE).
+# Largest packet a forwarder accepts on a network face, UDP or TCP (NFD's MAX_NDN_PACKET_SIZE).
 MAX_PACKET_SIZE = 8800
+# Largest packet on a local face (Unix socket, in-memory): apps on the forwarder's host send
+# collective gradient chunks of up to 1 MiB as single Data, which the per-packet cost of 8800-byte
+# segments would make several times slower.  Such packets never leave the host: a network face
+# drops (and counts) what exceeds MAX_PACKET_SIZE.
+MAX_LOCAL_PACKET_SIZE = 4 << 20
+# Room a stream frame may add around a packet for its NDNLPv2 header (PitToken, Nack, ...).
+LP_HEADER_ROOM = 256
 DEFAULT_INTEREST_LIFETIME_MS = 4000

@@ -32,6 +32,7 @@ class Face:
         self.link = LinkService(
             counters=transport.counters,
             mtu=transport.mtu,
+            max_packet=transport.max_packet,
             is_local=transport.is_local,
             clock=clock,
             reassembly_timeout=reassembly_timeout,

@@ -10,6 +10,11 @@ Outgoing, packets go bare when there is no header to carry (what python-ndn and 
 as ``LpPacket{PitToken, CongestionMark, Fragment}`` for Data with a token or mark, and as
 ``LpPacket{Nack, Fragment=Interest}`` for Nacks.  A transport with a finite MTU (UDP) gets
 fragments when a packet does not fit; stream transports have no MTU and never fragment.
+
+Each face has a largest packet (its transport's ``max_packet``: 8800 bytes on UDP and TCP, 4 MiB
+on Unix and in-memory faces).  A larger packet is neither sent nor fragmented but dropped and
+counted as "face.drop_oversize" (a packet from a local app that cannot leave the host); a larger
+one received, whole or reassembled, is dropped as "face.oversize".
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class LinkService:
         *,
         counters: Counters[str],
         mtu: int | None = None,
+        max_packet: int = T.MAX_PACKET_SIZE,
         is_local: bool = False,
         clock: Callable[[], float] = time.monotonic,
         reassembly_timeout: float = 0.5,
@@ -74,6 +80,8 @@ class LinkService:
         self.output: Callable[[bytes], None] = _nowhere
         self.stats = FaceStats()
         self.is_local = is_local
+        self.max_packet = max_packet
+        self._max_frame = max_packet + T.LP_HEADER_ROOM  # a packet in an LpPacket, received
         self._counters = counters
         self._clock = clock
         self._reassembly_timeout = reassembly_timeout
@@ -99,6 +107,9 @@ class LinkService:
 
     def _receive(self, wire: bytes) -> None:
         end = len(wire)
+        if end > self._max_frame:
+            self._counters["face.oversize"] += 1
+            return
         typ, _, vend = read_tl(wire, 0, end)
         if vend != end:
             raise DecodeError("bytes after the packet's TLV")
@@ -128,6 +139,9 @@ class LinkService:
             if whole is None:
                 return
             packet, lp = whole
+            if len(packet) > self.max_packet:
+                self._counters["face.oversize"] += 1
+                return
         end = len(packet)
         typ, _, vend = read_tl(packet, 0, end)
         if vend != end:
@@ -206,7 +220,11 @@ class LinkService:
         congestion_mark: int = 0,
     ) -> None:
         """Send ``frame``, or fragments of ``packet`` carrying the same header if it exceeds
-        the MTU (the header fields go on fragment 0)."""
+        the MTU (the header fields go on fragment 0); nothing if ``packet`` is too large for
+        this face."""
+        if len(packet) > self.max_packet:
+            self._counters["face.drop_oversize"] += 1
+            return
         fragmenter = self._fragmenter
         if fragmenter is None or len(frame) <= fragmenter.mtu:
             self.output(frame)

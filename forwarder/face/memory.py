@@ -16,8 +16,11 @@ from typing import Any
 
 from forwarder.face.transport import Transport
 from forwarder.face_api import Counters
+from icn import tlv_types as T
 
-DEFAULT_QUEUE_LIMIT = 4 << 20  # bytes in flight towards one end, as a stream socket's buffer
+# Bytes in flight towards one end, as a Unix face's send queue: an in-memory face is local, so
+# it carries packets up to MAX_LOCAL_PACKET_SIZE (there is no other size limit) and holds four.
+DEFAULT_QUEUE_LIMIT = 4 * T.MAX_LOCAL_PACKET_SIZE
 
 CallSoon = Callable[[Callable[[], None]], Any]
 
@@ -42,6 +45,7 @@ class MemoryTransport(Transport):
             is_local=True,
             counters=counters,
             mtu=mtu,
+            max_packet=T.MAX_LOCAL_PACKET_SIZE,
         )
         self.peer: MemoryTransport | None = None
         self.queue_limit = queue_limit

@@ -5,6 +5,11 @@ connection gets its own transport and face, so a peer that sends a bad TLV heade
 other than Interest/Data/LpPacket, or a frame larger than any packet we accept loses only its
 own face; the listener and every other connection carry on.  Writes never block: beyond
 ``send_limit`` bytes waiting in the socket buffer, packets are dropped and counted.
+
+Unix sockets are local faces: they carry packets up to ``MAX_LOCAL_PACKET_SIZE`` (4 MiB) and
+queue more.  TCP is a network face and keeps NDN's 8800 bytes.  The face's link service drops
+(``face.drop_oversize``) a packet over its transport's limit instead of sending it: the peer,
+with the same limit, would close the connection on it.
 """
 
 from __future__ import annotations
@@ -29,8 +34,12 @@ from icn.tlv import frame_length
 log = logging.getLogger(__name__)
 
 # An 8800-byte network packet plus its NDNLPv2 header (PitToken, Nack, CongestionMark...).
-MAX_FRAME_SIZE = T.MAX_PACKET_SIZE + 256
+MAX_FRAME_SIZE = T.MAX_PACKET_SIZE + T.LP_HEADER_ROOM
 DEFAULT_SEND_LIMIT = 4 << 20
+# Unix faces: a local packet plus its header; the queue holds four of them, room for a window of
+# 1 MiB gradient chunks answered in one burst (and always at least two of the largest).
+MAX_LOCAL_FRAME_SIZE = T.MAX_LOCAL_PACKET_SIZE + T.LP_HEADER_ROOM
+LOCAL_SEND_LIMIT = 4 * T.MAX_LOCAL_PACKET_SIZE
 CONNECT_TIMEOUT = 10.0
 # Every accepted top-level type has a one-octet TLV-TYPE, so the first octet decides.
 _FRAME_TYPES = frozenset((T.INTEREST, T.DATA, T.LP_PACKET))
@@ -45,8 +54,8 @@ class StreamTransport(Transport, asyncio.Protocol):
         counters: Counters[str],
         unix: bool,
         on_demand: bool,
-        send_limit: int = DEFAULT_SEND_LIMIT,
-        max_frame: int = MAX_FRAME_SIZE,
+        send_limit: int | None = None,
+        max_frame: int | None = None,
         on_connected: Callable[[StreamTransport], None] | None = None,
     ) -> None:
         # URIs and scope are known once connected (connection_made)
@@ -59,8 +68,11 @@ class StreamTransport(Transport, asyncio.Protocol):
             on_demand=on_demand,
         )
         self.unix = unix
-        self.send_limit = send_limit
-        self.max_frame = max_frame
+        # None: the limits of the kind of face (local for Unix, network for TCP)
+        self.send_limit = send_limit or (LOCAL_SEND_LIMIT if unix else DEFAULT_SEND_LIMIT)
+        self.max_frame = max_frame or (MAX_LOCAL_FRAME_SIZE if unix else MAX_FRAME_SIZE)
+        # what the link service sends: no frame it makes can then exceed the peer's max_frame
+        self.max_packet = self.max_frame - T.LP_HEADER_ROOM
         self._on_connected = on_connected
         self._sock: asyncio.Transport | None = None
         self._buf = bytearray()
@@ -170,7 +182,11 @@ class StreamTransport(Transport, asyncio.Protocol):
 
 
 class StreamListener:
-    """Accepts TCP or Unix connections; each becomes an on-demand face given to ``on_face``."""
+    """Accepts TCP or Unix connections; each becomes an on-demand face given to ``on_face``.
+
+    ``send_limit`` and ``max_frame`` left at None take the limits of the URI's kind: local for
+    ``unix://``, network (8800-byte packets) for ``tcp4://``/``tcp6://``.
+    """
 
     def __init__(
         self,
@@ -178,8 +194,8 @@ class StreamListener:
         *,
         counters: Counters[str],
         on_face: Callable[[Face], object],
-        send_limit: int = DEFAULT_SEND_LIMIT,
-        max_frame: int = MAX_FRAME_SIZE,
+        send_limit: int | None = None,
+        max_frame: int | None = None,
     ) -> None:
         self.uri = parse_face_uri(uri, listening=True) if isinstance(uri, str) else uri
         if not (self.uri.is_tcp or self.uri.scheme == "unix"):
@@ -238,8 +254,8 @@ async def connect_stream(
     *,
     counters: Counters[str],
     on_face: Callable[[Face], object] | None = None,
-    send_limit: int = DEFAULT_SEND_LIMIT,
-    max_frame: int = MAX_FRAME_SIZE,
+    send_limit: int | None = None,
+    max_frame: int | None = None,
     timeout: float = CONNECT_TIMEOUT,
 ) -> Face:
     """Open a persistent face to ``tcp4://host:port``, ``tcp6://...`` or ``unix:///path``.

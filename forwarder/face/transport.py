@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from forwarder.face_api import Counters
+from icn import tlv_types as T
 
 
 def _ignore(_wire: bytes) -> None:
@@ -29,6 +30,7 @@ class Transport(ABC):
         counters: Counters[str],
         mtu: int | None = None,
         on_demand: bool = False,
+        max_packet: int = T.MAX_PACKET_SIZE,
     ) -> None:
         self.local_uri = local_uri
         self.remote_uri = remote_uri
@@ -36,6 +38,9 @@ class Transport(ABC):
         self.is_local = is_local
         # None = unlimited (stream faces); datagram transports fragment above this size
         self.mtu = mtu
+        # largest Interest/Data the face sends or accepts: NDN's 8800 on network links (UDP,
+        # TCP), MAX_LOCAL_PACKET_SIZE on links that stay on the host (Unix, in-memory)
+        self.max_packet = max_packet
         # created by a listener for a peer that showed up (NFD's "on-demand" persistency)
         self.on_demand = on_demand
         self.counters = counters

@@ -20,6 +20,7 @@ from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from icn import mgmt_client as mgmt
 from icn import tlv_types as T
+from icn.app_protocols import MAX_FRAME
 from icn.encode import make_data, make_interest
 from icn.endpoint import Endpoint
 from icn.errors import (
@@ -265,7 +266,8 @@ async def test_malformed_input_is_counted_not_raised(workdir: Path) -> None:
             encode_nack(interest, T.NACK_DUPLICATE),  # Nack for nothing pending
             make_data(from_uri("/unasked"), b""),  # unsolicited Data
             bytes.fromhex("7001 00"),  # unknown top-level type
-            b"\x06\xfe\x00\x20\x00\x00" + bytes(0x200000),  # 2 MiB frame: skipped
+            # a frame one byte over the largest a forwarder sends on a local face: skipped
+            b"\x06\xfe" + (MAX_FRAME - 5).to_bytes(4, "big") + bytes(MAX_FRAME - 5),
         ]
     )
     path = str(workdir / "bad.sock")
