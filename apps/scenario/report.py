@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from apps.scenario.schema import Scenario, WorkloadSpec
+from apps.scenario.app_metrics import check_metric, metric_stats, operations
+from apps.scenario.schema import METRIC_CRITERIA, WORKLOAD_CRITERIA, Scenario, WorkloadSpec
 
 # node counters that are sizes (gauges), not cumulative counts: no totals, no reset detection
 GAUGE_SUFFIX = "_entries"
@@ -64,10 +65,13 @@ def _latency(rec: Mapping[str, Any]) -> float | None:
 
 
 def fault_text(fault: Mapping[str, Any]) -> str:
-    """``kill b``, ``cut a-b``."""
+    """``kill b``, ``cut a-b``, ``kill service agg-b`` (``kind``: what a kill names)."""
     target = fault.get("target")
     if isinstance(target, list | tuple):
         target = "-".join(str(t) for t in target)
+    kind = fault.get("kind")
+    if kind in ("service", "workload"):
+        target = f"{kind} {target}"
     return f"{fault.get('action')} {target}"
 
 
@@ -414,25 +418,35 @@ def _check(
     )
 
 
-CRITERIA = ("min_success_ratio", "max_p99_latency", "min_throughput", "max_recovery")
+CRITERIA = WORKLOAD_CRITERIA
 
 
 def check_expectations(
-    scenario: Scenario, workloads: dict[str, dict[str, Any]]
+    scenario: Scenario,
+    workloads: dict[str, dict[str, Any]],
+    metrics: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """One result per criterion set on each ``report.expect`` entry, in file order."""
+    """One result per criterion set on each ``report.expect`` entry, in file order.
+    ``metrics`` is the report's ``metrics`` section (:func:`app_metrics.metric_stats`)."""
     results: list[dict[str, Any]] = []
     for exp in scenario.report.expect:
-        for criterion in CRITERIA:
+        criteria = METRIC_CRITERIA if exp.metric is not None else WORKLOAD_CRITERIA
+        for criterion in criteria:
             expected = getattr(exp, criterion)
             if expected is None:
                 continue
-            actual, passed, text = _check(
-                exp.workload, criterion, expected, workloads.get(exp.workload)
-            )
+            if exp.workload is not None:
+                actual, passed, text = _check(
+                    exp.workload, criterion, expected, workloads.get(exp.workload)
+                )
+            else:
+                actual, passed, text = check_metric(exp, criterion, metrics or {})
             results.append(
                 {
+                    "subject": exp.subject,
                     "workload": exp.workload,
+                    "metric": exp.metric,
+                    "process": exp.process,
                     "criterion": criterion,
                     "expected": expected,
                     "actual": _num(actual),
@@ -457,15 +471,22 @@ def build_report(
 ) -> dict[str, Any]:
     """The whole run as one JSON-ready dict (see the module docstring for the inputs).
 
-    Records of a workload the scenario does not declare are ignored (there is no span to
-    measure them over); a declared workload without records appears with 0 requests.
+    ``records`` holds each service's and workload's results file: operation records and
+    metric lines (:mod:`apps.scenario.app_metrics`).  Those of a process the scenario does not
+    declare are ignored (there is no span to measure them over); a declared workload without
+    records appears with 0 requests.
     """
     run_duration = scenario.duration
     interval = scenario.report.interval
     workloads = {
-        w.name: workload_stats(w, records.get(w.name, []), t0, run_duration, interval, list(faults))
+        w.name: workload_stats(
+            w, operations(records.get(w.name, [])), t0, run_duration, interval, list(faults)
+        )
         for w in scenario.workloads
     }
+    metrics = metric_stats(
+        records, [*(s.name for s in scenario.services), *(w.name for w in scenario.workloads)]
+    )
     nodes = node_stats(samples)
     for name in scenario.nodes:
         nodes.setdefault(name, {"counters": None, "totals": {}, "restarts": 0, "down_samples": 0})
@@ -479,7 +500,7 @@ def build_report(
             if r["fault"] == text and r["at"] == f.get("applied")
         }
         augmented.append({**f, "text": text, "recovery": rec})
-    expectations = check_expectations(scenario, workloads)
+    expectations = check_expectations(scenario, workloads, metrics)
     report = {
         "scenario": scenario.name,
         "description": scenario.description,
@@ -489,6 +510,7 @@ def build_report(
         "nodes": nodes,
         "links": link_stats(samples, [link.name for link in scenario.links]),
         "workloads": workloads,
+        "metrics": metrics,
         "faults": augmented,
         "route_events": list(route_events),
         "expectations": expectations,

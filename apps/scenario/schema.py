@@ -223,23 +223,73 @@ class FaultSpec(_Strict):
         return f"{self.action} {what}"
 
 
-class Expectation(_Strict):
-    """What the run must show for a workload; a failed expectation fails the run."""
+WORKLOAD_CRITERIA = ("min_success_ratio", "max_p99_latency", "min_throughput", "max_recovery")
+METRIC_CRITERIA = ("min", "max")
 
-    workload: str
+
+class Expectation(_Strict):
+    """What the run must show; a failed expectation fails the run.  Either about a workload's
+    operations (``workload`` with ``min_success_ratio``, ``max_p99_latency``,
+    ``min_throughput``, ``max_recovery``) or about a metric the services and workloads report
+    (``metric`` with ``min`` and/or ``max``: its total over every process, or the value of one
+    ``process``)."""
+
+    workload: str | None = None
     min_success_ratio: Probability | None = None
     max_p99_latency: Duration | None = None
     min_throughput: float | None = Field(None, ge=0, description="successes per second")
     max_recovery: Duration | None = Field(
         None, description="after each kill or cut during the workload, time to the next success"
     )
+    metric: str | None = Field(None, min_length=1, description="a metric reported by ctx.metric")
+    process: str | None = Field(None, description="the one service or workload to look at")
+    min: float | None = None
+    max: float | None = None
 
     @model_validator(mode="after")
     def _some_criterion(self) -> Expectation:
-        crit = ("min_success_ratio", "max_p99_latency", "min_throughput", "max_recovery")
-        if all(getattr(self, c) is None for c in crit):
-            raise ValueError(f"an expectation needs at least one of {', '.join(crit)}")
+        set_ = [c for c in (*WORKLOAD_CRITERIA, *METRIC_CRITERIA) if getattr(self, c) is not None]
+        if self.workload is not None and self.metric is not None:
+            raise ValueError(
+                "workload, metric: an expectation is about a workload or a metric, not both; "
+                "split it in two"
+            )
+        if self.workload is None and self.metric is None:
+            raise ValueError(
+                "an expectation needs 'workload' (with min_success_ratio, max_p99_latency, "
+                "min_throughput, max_recovery) or 'metric' (with min, max)"
+            )
+        if self.workload is not None:
+            wrong = [c for c in set_ if c in METRIC_CRITERIA] + (
+                ["process"] if self.process else []
+            )
+            if wrong:
+                raise ValueError(
+                    f"{', '.join(wrong)}: only a metric expectation takes this (metric: NAME)"
+                )
+            if not set_:
+                raise ValueError(
+                    f"an expectation needs at least one of {', '.join(WORKLOAD_CRITERIA)}"
+                )
+        else:
+            wrong = [c for c in set_ if c in WORKLOAD_CRITERIA]
+            if wrong:
+                raise ValueError(
+                    f"{', '.join(wrong)}: a workload criterion; a metric expectation takes "
+                    "min and max"
+                )
+            if not set_:
+                raise ValueError(f"metric {self.metric}: give min, max or both")
+            if self.min is not None and self.max is not None and self.min > self.max:
+                raise ValueError(f"min {self.min:g} is above max {self.max:g}")
         return self
+
+    @property
+    def subject(self) -> str:
+        """``consumer``, ``metric bytes_resent``, ``metric bytes_resent of agg-b``."""
+        if self.workload is not None:
+            return self.workload
+        return f"metric {self.metric}" + (f" of {self.process}" if self.process else "")
 
 
 class ReportSpec(_Strict):
@@ -358,13 +408,24 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
         else:
             need_link(("faults", i, fault.action), target)
     workloads = {w.name for w in sc.workloads}
+    procs = workloads | {s.name for s in sc.services}
     for i, exp in enumerate(sc.report.expect):
-        if exp.workload not in workloads:
+        if exp.workload is not None and exp.workload not in workloads:
             errors.append(
                 (
                     ("report", "expect", i, "workload"),
-                    f"no workload named {exp.workload!r}; the workloads are "
-                    f"{', '.join(sorted(workloads)) or 'none'}",
+                    f"no workload named {exp.workload!r}; the workloads are {_listing(workloads)}",
+                )
+            )
+        if exp.process is not None and exp.process not in procs:
+            errors.append(
+                (
+                    ("report", "expect", i, "process"),
+                    f"no service or workload named {exp.process!r}; they are {_listing(procs)}",
                 )
             )
     return errors
+
+
+def _listing(names: set[str] | list[str]) -> str:
+    return ", ".join(sorted(names)) or "none"

@@ -10,7 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from apps.scenario.report import pct, secs
+from apps.scenario.report import fault_text, pct, secs
 
 
 def _fmt(x: Any, spec: str = ".1f") -> str:
@@ -69,7 +69,7 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
                 _fmt(f.get("at"), ".2f"),
                 _fmt(f.get("applied"), ".2f"),
                 str(f.get("action")),
-                str(f.get("target")),
+                fault_text(f).split(" ", 1)[1],
                 rec or "-",
             )
         console.print(ft)
@@ -121,21 +121,42 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
             )
         console.print(nt)
 
+    _metrics_table(report.get("metrics") or {}, console)
+
     expectations = report.get("expectations") or []
     if expectations:
-        et = Table("", "workload", "criterion", "result", title="expectations", box=box.SIMPLE)
+        et = Table("", "subject", "criterion", "result", title="expectations", box=box.SIMPLE)
         for e in expectations:
             mark = "[green]PASS[/green]" if e["passed"] else "[red]FAIL[/red]"
-            et.add_row(mark, e["workload"], e["criterion"], e["text"])
+            et.add_row(mark, _subject(e), e["criterion"], e["text"])
         console.print(et)
     failed = [e for e in expectations if not e["passed"]]
     if not expectations:
         console.print("no expectations")
     elif failed:
-        what = "; ".join(f"{e['workload']}: {e['text']}" for e in failed)
+        what = "; ".join(f"{_subject(e)}: {e['text']}" for e in failed)
         console.print(
             f"[bold red]FAILED: {len(failed)} of {len(expectations)} "
             f"expectations failed ({what})[/bold red]"
         )
     else:
         console.print(f"[bold green]PASSED: {len(expectations)} expectations held[/bold green]")
+
+
+def _subject(e: Mapping[str, Any]) -> str:
+    return str(e.get("subject") or e.get("workload"))
+
+
+def _metrics_table(metrics: Mapping[str, Any], console: Console) -> None:
+    """Each process's last value of each metric, then the totals (when several reported)."""
+    processes: Mapping[str, Mapping[str, float]] = metrics.get("processes") or {}
+    if not processes:
+        return
+    mt = Table("process", "metric", "value", title="metrics (last values)", box=box.SIMPLE)
+    for name, values in processes.items():
+        for metric, value in values.items():
+            mt.add_row(name, metric, f"{value:,.6g}")
+    if len(processes) > 1:
+        for metric, value in (metrics.get("totals") or {}).items():
+            mt.add_row("[bold]total[/bold]", metric, f"[bold]{value:,.6g}[/bold]")
+    console.print(mt)

@@ -1,0 +1,153 @@
+"""Metrics from services and workloads in the report: last values, totals, expectations,
+the summary table; and faults on services and workloads in the report's text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from apps.scenario.app_metrics import last_values, metric_stats, operations
+from apps.scenario.report import build_report, check_expectations, fault_text
+from apps.scenario.schema import Scenario
+from apps.scenario.summary import render_summary
+
+T0 = 1000.0
+
+
+def scenario(*expect: dict[str, Any]) -> Scenario:
+    return Scenario.model_validate(
+        {
+            "name": "m",
+            "duration": 10,
+            "nodes": {"a": {}, "b": {}},
+            "links": [{"between": ["a", "b"]}],
+            "services": [{"name": "agg", "node": "b", "entry": "m:f"}],
+            "workloads": [
+                {"name": "w1", "node": "a", "entry": "m:f", "start": 1},
+                {"name": "w2", "node": "a", "entry": "m:f", "start": 1},
+            ],
+            "report": {"interval": 1, "expect": list(expect)},
+        }
+    )
+
+
+def metric(t: float, name: str, value: float) -> dict[str, Any]:
+    return {"t": T0 + t, "metric": name, "value": value}
+
+
+def op(t: float, ok: bool = True) -> dict[str, Any]:
+    return {"t": T0 + t, "sent": T0 + t - 0.01, "ok": ok, "latency": 0.01, "bytes": 10}
+
+
+RECORDS = {
+    # cumulative totals reported from time to time: the last one counts
+    "w1": [op(2), metric(2, "bytes_resent", 10), op(3), metric(3, "bytes_resent", 30)],
+    "w2": [metric(2.5, "bytes_resent", 5), op(4, ok=False)],
+    "agg": [metric(5, "bytes_resent", 7), metric(5, "children", 2)],
+    "stranger": [metric(5, "bytes_resent", 1000)],  # not in the scenario: ignored
+}
+
+
+def test_last_values_by_time_not_by_line() -> None:
+    rows = [metric(3, "x", 3), metric(1, "x", 1), op(2), metric(2, "y", 2)]
+    assert last_values(rows) == {"x": 3.0, "y": 2.0}
+    assert operations(rows) == [op(2)]
+
+
+def test_metric_stats_per_process_and_totals() -> None:
+    stats = metric_stats(RECORDS, ["agg", "w1", "w2", "silent"])
+    assert stats["processes"] == {
+        "agg": {"bytes_resent": 7.0, "children": 2.0},
+        "w1": {"bytes_resent": 30.0},
+        "w2": {"bytes_resent": 5.0},
+    }
+    assert stats["totals"] == {"bytes_resent": 42.0, "children": 2.0}
+
+
+def test_build_report_keeps_metrics_out_of_the_operations() -> None:
+    report = build_report(scenario(), T0, RECORDS, [], [], [], {})
+    assert report["workloads"]["w1"]["requests"] == 2 and report["workloads"]["w1"]["ok"] == 2
+    assert report["workloads"]["w2"]["requests"] == 1
+    assert report["metrics"]["totals"] == {"bytes_resent": 42.0, "children": 2.0}
+    assert "stranger" not in report["metrics"]["processes"]
+    empty = build_report(scenario(), T0, {}, [], [], [], {})
+    assert empty["metrics"] == {"processes": {}, "totals": {}}
+
+
+def test_metric_expectations() -> None:
+    sc = scenario(
+        {"metric": "bytes_resent", "min": 1, "max": 40},
+        {"metric": "bytes_resent", "process": "w2", "max": 0},
+        {"metric": "bytes_from_caches", "min": 1},
+        {"metric": "children", "process": "w1", "min": 1},
+    )
+    stats = metric_stats(RECORDS, ["agg", "w1", "w2"])
+    res = check_expectations(sc, {}, stats)
+    assert [(r["subject"], r["criterion"], r["passed"], r["text"]) for r in res] == [
+        ("metric bytes_resent", "min", True, "total bytes_resent 42 >= 1"),
+        ("metric bytes_resent", "max", False, "total bytes_resent 42 > 40"),
+        ("metric bytes_resent of w2", "max", False, "bytes_resent of w2 5 > 0"),
+        (
+            "metric bytes_from_caches",
+            "min",
+            False,
+            "no service or workload reported metric bytes_from_caches",
+        ),
+        ("metric children of w1", "min", False, "w1 reported no metric children"),
+    ]
+    assert res[0]["actual"] == 42.0 and res[0]["workload"] is None
+    assert res[0]["metric"] == "bytes_resent" and res[2]["process"] == "w2"
+
+
+def console_text(report: dict[str, Any]) -> str:
+    console = Console(record=True, width=200)
+    render_summary(report, console)
+    return console.export_text()
+
+
+def test_summary_shows_metrics_and_metric_expectations() -> None:
+    sc = scenario({"metric": "bytes_resent", "max": 40})
+    text = console_text(build_report(sc, T0, RECORDS, [], [], [], {}))
+    assert "metrics (last values)" in text
+    lines = [ln.split() for ln in text.splitlines()]
+    assert ["w1", "bytes_resent", "30"] in lines and ["total", "bytes_resent", "42"] in lines
+    assert text.strip().splitlines()[-1] == (
+        "FAILED: 1 of 1 expectations failed (metric bytes_resent: total bytes_resent 42 > 40)"
+    )
+    assert "metrics" not in console_text(build_report(scenario(), T0, {}, [], [], [], {}))
+
+
+@pytest.mark.parametrize(
+    ("fault", "text"),
+    [
+        ({"action": "kill", "target": "b", "kind": "node"}, "kill b"),
+        ({"action": "kill", "target": "agg", "kind": "service"}, "kill service agg"),
+        ({"action": "restart", "target": "w1", "kind": "workload"}, "restart workload w1"),
+        ({"action": "cut", "target": ["a", "b"], "kind": "link"}, "cut a-b"),
+        ({"action": "kill", "target": "b"}, "kill b"),  # reports written before kinds
+    ],
+)
+def test_fault_text_names_the_kind(fault: dict[str, Any], text: str) -> None:
+    assert fault_text(fault) == text
+
+
+def test_recovery_after_a_service_kill() -> None:
+    faults = [
+        {
+            "at": 3.0,
+            "applied": 3.0,
+            "action": "kill",
+            "target": "agg",
+            "kind": "service",
+            "disruptive": True,
+            "error": None,
+        }
+    ]
+    records = {"w1": [op(2), op(3.5, ok=False), {**op(4.2), "sent": T0 + 4.0}]}
+    report = build_report(scenario(), T0, records, [], faults, [], {})
+    (rec,) = report["workloads"]["w1"]["recovery"]
+    assert rec["fault"] == "kill service agg" and rec["recovery_s"] == pytest.approx(1.2)
+    assert report["faults"][0]["text"] == "kill service agg"
+    assert report["faults"][0]["recovery"]["w1"] == pytest.approx(1.2)
