@@ -4,8 +4,8 @@
 in MiniNDN): on every node, each announced prefix gets one route per neighbor that still leads
 to a producer, cost = link cost + that neighbor's shortest distance to the producer, so
 best-route takes the shortest path and retransmissions may probe the others.  Dead nodes and
-cut links are left out of the graph; the runner recomputes after a failure and applies the
-difference through the management protocol.
+cut links are left out of the graph, and dead services' prefixes are withdrawn; the runner
+recomputes after a failure and applies the difference through the management protocol.
 
 A route table here is ``{node: {prefix: {neighbor: cost}}}``.
 """
@@ -21,10 +21,14 @@ from apps.scenario.schema import Scenario
 RouteTable = dict[str, dict[str, dict[str, int]]]
 
 
-def announcements(sc: Scenario) -> dict[str, set[str]]:
-    """Which nodes announce each prefix (from the services' ``announce`` lists)."""
+def announcements(sc: Scenario, down_services: Iterable[str] = ()) -> dict[str, set[str]]:
+    """Which nodes announce each prefix (from the ``announce`` lists of the services and
+    workloads, less those in ``down_services``)."""
     out: dict[str, set[str]] = {}
-    for svc in sc.services:
+    dead = set(down_services)
+    for svc in [*sc.services, *sc.workloads]:
+        if svc.name in dead:
+            continue
         for prefix in svc.announce:
             out.setdefault(prefix, set()).add(svc.node)
     return out
@@ -52,10 +56,11 @@ def auto_routes(
     sc: Scenario,
     down_nodes: Iterable[str] = (),
     down_links: Iterable[frozenset[str]] = (),
+    down_services: Iterable[str] = (),
 ) -> RouteTable:
     g = topology(sc, down_nodes, down_links)
     table: RouteTable = {n: {} for n in g.nodes}
-    for prefix, producers in sorted(announcements(sc).items()):
+    for prefix, producers in sorted(announcements(sc, down_services).items()):
         live = [p for p in producers if p in g]
         if not live:
             continue
@@ -103,9 +108,12 @@ def compute_routes(
     sc: Scenario,
     down_nodes: Iterable[str] = (),
     down_links: Iterable[frozenset[str]] = (),
+    down_services: Iterable[str] = (),
 ) -> RouteTable:
+    """The routes to install; ``down_services`` (services or workloads stopped while their
+    nodes run) no longer announce their prefixes (``routes: auto`` only)."""
     if sc.routes == "auto":
-        return auto_routes(sc, down_nodes, down_links)
+        return auto_routes(sc, down_nodes, down_links, down_services)
     return explicit_routes(sc, down_nodes)
 
 

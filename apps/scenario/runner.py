@@ -24,13 +24,14 @@ from typing import Any
 import yaml
 
 from apps.procs import Child, icn_argv
-from apps.scenario import metrics
+from apps.scenario import colocated, metrics, results
 from apps.scenario.backend import Backend, LocalBackend
-from apps.scenario.entry import READY_MARK
+from apps.scenario.entry import ready_line
 from apps.scenario.fabric import FWD_PORT, Fabric
+from apps.scenario.faults import apply_fault
 from apps.scenario.routing import compute_routes
 from apps.scenario.runs import RunRecord
-from apps.scenario.schema import FaultSpec, ProcessSpec, Scenario, ServiceSpec, WorkloadSpec
+from apps.scenario.schema import ProcessSpec, Scenario, ServiceSpec, WorkloadSpec
 from icn.errors import ConfigError, IcnError
 
 log = logging.getLogger(__name__)
@@ -94,11 +95,12 @@ class ScenarioRunner:
         self.procs: dict[str, Child] = {}  # service and workload processes by name
         self.down: set[str] = set()
         self.expected_down: set[str] = set()
+        self.expected_exit: set[int] = set()  # PIDs of processes a fault killed
+        self.stopped: set[str] = set()  # services and workloads killed or failed, nodes up
         self.started_at = ""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starts: dict[str, int] = {}
-        self._offsets: dict[str, int] = {}
-        self._live = [0, 0]
+        self.live = results.LiveCounts()
 
     # ---- events and time -------------------------------------------------------------------
 
@@ -159,10 +161,19 @@ class ScenarioRunner:
         self._starts[name] = n + 1
         return f"{name}.{n}" if n else name
 
-    async def start_node(self, node: str) -> None:
+    def node_argv(self, node: str) -> list[str]:
+        """``icn fwd --config``, or the co-located host when services are co-located there
+        (their spec files written)."""
         path = self._config_path(node)
-        name = self._log_name(f"fwd-{node}")
-        child = self._spawn(node, name, icn_argv("fwd", "--config", str(path)))
+        guests = [s for s in self.sc.services if s.node == node and s.colocate]
+        if not guests:
+            return icn_argv("fwd", "--config", str(path))
+        return colocated.host_argv(path, [self._spec_file(s, "service", None) for s in guests])
+
+    async def start_node(self, node: str) -> None:
+        """Start ``node``'s forwarder (with its co-located services, which
+        :meth:`start_service` waits for) and attach the launcher to it."""
+        child = self._spawn(node, self._log_name(f"fwd-{node}"), self.node_argv(node))
         self.forwarders[node] = child
         await self._wait_for(child, FWD_READY, FWD_READY_TIMEOUT, "stderr")
         await self.fabric.attach(node)
@@ -178,12 +189,14 @@ class ScenarioRunner:
             "args": proc.args,
             "transport": f"unix://{self.backend.unix_socket(proc.node)}",
             "run_dir": str(self.out_dir),
+            "links": [list(ln.between) for ln in self.sc.links],
+            "results": str(self.results_path(proc.name)),
         }
         if kind == "workload":
             spec["duration"] = duration
             spec["start_at"] = time.time()
             spec["grace"] = WORKLOAD_GRACE
-            spec["results"] = str(self.results_path(proc.name))
+        self.results_path(proc.name).parent.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / "procs" / f"{proc.name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(spec, indent=2))
@@ -196,32 +209,65 @@ class ScenarioRunner:
         return [sys.executable, "-m", "apps.scenario.entry", str(spec_path)]
 
     async def start_service(self, svc: ServiceSpec) -> None:
-        argv = self._entry_argv(self._spec_file(svc, "service", None))
-        child = self._spawn(svc.node, self._log_name(svc.name), argv)
-        self.procs[svc.name] = child
-        await self._wait_for(child, READY_MARK, svc.ready_timeout, "stdout")
+        """Start ``svc`` and wait until it says it is serving.  A co-located service was
+        started with its node's forwarder: only the wait is left.  A service back after it
+        stopped alone announces its prefixes again."""
+        if svc.colocate:
+            fwd = self.forwarders[svc.node]
+            try:
+                await colocated.wait_ready(fwd, svc.name, svc.ready_timeout)
+            except (RuntimeError, TimeoutError) as exc:
+                raise ScenarioFailed(f"{svc.name} (co-located in {fwd.name}): {exc}") from None
+        else:
+            argv = self._entry_argv(self._spec_file(svc, "service", None))
+            child = self._spawn(svc.node, self._log_name(svc.name), argv)
+            self.procs[svc.name] = child
+            await self._wait_for(child, ready_line(svc.name), svc.ready_timeout, "stdout")
+        self.process_back(svc)
+
+    def process_gone(self, proc: ProcessSpec, why: str) -> None:
+        """``proc`` stopped while its node is up: withdraw what it announced (routes: auto)."""
+        self.stopped.add(proc.name)
+        if proc.announce and self.sc.routes == "auto":
+            self.reroute_later(f"{_kind(proc)} {proc.name} {why}", failure=True)
+
+    def process_back(self, proc: ProcessSpec) -> None:
+        """``proc`` runs again after it stopped alone: announce its prefixes again."""
+        if proc.name not in self.stopped:
+            return
+        self.stopped.discard(proc.name)
+        if proc.announce and self.sc.routes == "auto":
+            self.reroute_later(f"{_kind(proc)} {proc.name} back", failure=False)
 
     def workload_duration(self, wl: WorkloadSpec) -> float:
         left = self.sc.duration - wl.start
         return min(wl.duration, left) if wl.duration is not None else left
 
+    def workload_left(self, wl: WorkloadSpec) -> float:
+        """Seconds from now to the end of ``wl``'s span."""
+        return wl.start + self.workload_duration(wl) - max(self.now(), wl.start)
+
     def start_workload(self, wl: WorkloadSpec) -> None:
+        """Start ``wl`` at its start time, or again after a kill for what is left of its span
+        (its records append to the same results file)."""
         if wl.node in self.down:
             self.event(f"workload {wl.name} not started: node {wl.node} is down")
             return
-        self.results_path(wl.name).parent.mkdir(parents=True, exist_ok=True)
-        spec = self._spec_file(wl, "workload", self.workload_duration(wl))
-        self.procs[wl.name] = self._spawn(wl.node, wl.name, self._entry_argv(spec))
-        self.event(f"workload {wl.name} started on {wl.node}")
+        again = wl.name in self.procs
+        duration = self.workload_left(wl) if again else self.workload_duration(wl)
+        spec = self._spec_file(wl, "workload", duration)
+        self.procs[wl.name] = self._spawn(wl.node, self._log_name(wl.name), self._entry_argv(spec))
+        self.event(f"workload {wl.name} {'restarted' if again else 'started'} on {wl.node}")
+        self.process_back(wl)
 
-    def _procs_on(self, node: str) -> list[str]:
+    def procs_on(self, node: str) -> list[str]:
         return [p.name for p in [*self.sc.services, *self.sc.workloads] if p.node == node]
 
     # ---- routes ----------------------------------------------------------------------------
 
     async def reroute(self, reason: str) -> None:
         down_links = [frozenset(ln.between) for ln in self.sc.links if ln.name in self.fabric.cut]
-        table = compute_routes(self.sc, self.down, down_links)
+        table = compute_routes(self.sc, self.down, down_links, self.stopped)
         changes = await self.fabric.install_routes(table)
         self.state.route_events.append(
             {"t": round(self.now(), 3), "reason": reason, "changes": changes}
@@ -248,85 +294,10 @@ class ScenarioRunner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # ---- faults ----------------------------------------------------------------------------
-
-    async def apply_fault(self, fault: FaultSpec) -> None:
-        entry: dict[str, Any] = {
-            "at": fault.at,
-            "applied": None,
-            "action": fault.action,
-            "target": fault.describe().split(" ", 1)[1],
-            "disruptive": fault.disruptive,
-            "error": None,
-        }
-        self.state.faults.append(entry)
-        try:
-            await self._do_fault(fault)
-        except (IcnError, TimeoutError, OSError) as exc:
-            entry["error"] = str(exc)
-            self.event(f"fault {fault.describe()} failed: {exc}")
-            return
-        entry["applied"] = round(self.now(), 3)
-        self.event(f"fault: {fault.describe()}")
-
-    async def _do_fault(self, fault: FaultSpec) -> None:
-        action, target = fault.action, fault.target
-        if action == "kill":
-            assert isinstance(target, str)
-            self.kill_node(target)
-            self.reroute_later(f"{target} down", failure=True)
-        elif action == "restart":
-            assert isinstance(target, str)
-            if target not in self.down:
-                raise ScenarioFailed(f"cannot restart {target}: it is running")
-            await self.restart_node(target)
-            self.reroute_later(f"{target} back", failure=False)
-        else:
-            assert isinstance(target, tuple)
-            link = self.sc.link_between(*target)
-            assert link is not None
-            if action == "cut":
-                self.fabric.cut.add(link.name)
-                await self.fabric.apply_shaping(link)
-                self.reroute_later(f"link {link.name} cut", failure=True)
-            elif action == "restore":
-                self.fabric.cut.discard(link.name)
-                await self.fabric.apply_shaping(link)
-                self.reroute_later(f"link {link.name} restored", failure=False)
-            else:
-                shaping = self.fabric.shaping[link.name]
-                for attr in ("delay", "jitter", "loss", "rate"):
-                    value = getattr(fault, attr)
-                    if value is not None:
-                        setattr(shaping, attr, value)
-                await self.fabric.apply_shaping(link)
-
-    def kill_node(self, node: str) -> None:
-        """The node's machine dies: its forwarder and everything on it, at once."""
-        self.expected_down.add(node)
-        self.down.add(node)
-        for name in self._procs_on(node):
-            child = self.procs.get(name)
-            if child is not None and child.proc.poll() is None:
-                child.proc.kill()
-        fwd = self.forwarders.get(node)
-        if fwd is not None and fwd.proc.poll() is None:
-            fwd.proc.kill()
-            fwd.proc.wait(5)
-        self.fabric.detach(node)
-
-    async def restart_node(self, node: str) -> None:
-        await self.start_node(node)
-        for link in self.fabric.links_of(node):
-            await self.fabric.connect_link(link)
-        for svc in self.sc.services:
-            if svc.node == node:
-                await self.start_service(svc)
-
     # ---- the timeline ----------------------------------------------------------------------
 
     async def monitor(self) -> None:
-        """Notice forwarders and services that die on their own."""
+        """Notice forwarders, services and workloads that die on their own (not by a fault)."""
         reported: set[str] = set()
         while True:
             await asyncio.sleep(MONITOR_EVERY)
@@ -345,18 +316,40 @@ class ScenarioRunner:
                 key = f"{proc.name}:{pchild.pid}"
                 code = pchild.proc.returncode
                 is_service = isinstance(proc, ServiceSpec)
-                if key in reported or (code == 0 and not is_service):
+                if key in reported or pchild.pid in self.expected_exit:
                     continue
                 reported.add(key)
+                if code == 0 and not is_service:
+                    continue
                 last = (pchild.errors().strip().splitlines() or [""])[-1][:200]
-                kind = "service" if is_service else "workload"
-                self.event(f"{kind} {proc.name} exited with code {code}: {last}".rstrip(": "))
+                self._exited(proc, code, last)
+            self._check_guests(reported)
+
+    def _check_guests(self, reported: set[str]) -> None:
+        """Co-located services say on their host's stdout when they end."""
+        for node, fwd in list(self.forwarders.items()):
+            if node in self.expected_down or not any(
+                s.colocate and s.node == node for s in self.sc.services
+            ):
+                continue
+            for name, code, reason in colocated.exited_services(fwd.output()):
+                key = f"{name}:{fwd.pid}"
+                svc = self.sc.service(name)
+                if key in reported or svc is None:
+                    continue
+                reported.add(key)
+                self._exited(svc, code, reason)
+
+    def _exited(self, proc: ProcessSpec, code: int, reason: str) -> None:
+        self.event(f"{_kind(proc)} {proc.name} exited with code {code}: {reason}".rstrip(": "))
+        if isinstance(proc, ServiceSpec) or code != 0:  # a workload that ended is just done
+            self.process_gone(proc, "exited")
 
     async def sampler(self) -> None:
         interval = self.sc.report.interval
         next_at = time.monotonic()
         while True:
-            s = await metrics.sample_quietly(self.fabric, self.now())
+            s = await metrics.sample_quietly(self.fabric, self.now(), self.forwarders)
             if s is not None:
                 self.state.samples.append(s)
             next_at += interval
@@ -374,7 +367,7 @@ class ScenarioRunner:
             if isinstance(what, WorkloadSpec):
                 self.start_workload(what)
             else:
-                await self.apply_fault(what)
+                await apply_fault(self, what)
         await asyncio.sleep(max(0.0, self.sc.duration - self.now()))
 
     async def finish_workloads(self) -> None:
@@ -393,8 +386,8 @@ class ScenarioRunner:
 
     async def setup(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        for wl in self.sc.workloads:  # an --out reused from an earlier run: start afresh
-            self.results_path(wl.name).unlink(missing_ok=True)
+        for proc in self._processes():  # an --out reused from an earlier run: start afresh
+            self.results_path(proc).unlink(missing_ok=True)
         self.record = RunRecord.create(self.run_id, self.sc.name, self.backend_kind, self.out_dir)
         if hasattr(self.backend, "record"):
             self.backend.record = self.record
@@ -427,7 +420,7 @@ class ScenarioRunner:
             ]
             await self.timeline()
             await self.finish_workloads()
-            final = await metrics.sample_quietly(self.fabric, self.now())
+            final = await metrics.sample_quietly(self.fabric, self.now(), self.forwarders)
             if final is not None:
                 self.state.samples.append(final)
         finally:
@@ -470,36 +463,20 @@ class ScenarioRunner:
             if self.record is not None:
                 self.record.finish()
 
+    def _processes(self) -> list[str]:
+        return [p.name for p in [*self.sc.services, *self.sc.workloads]]
+
     def live_counts(self) -> tuple[int, int]:
-        """(successes, failures) recorded so far by all workloads, read incrementally from
-        their results files (for the live view; records are flushed every half second)."""
-        for wl in self.sc.workloads:
-            path = self.results_path(wl.name)
-            offset = self._offsets.get(wl.name, 0)
-            try:
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-            except OSError:
-                continue
-            complete = chunk[: chunk.rfind(b"\n") + 1]
-            self._offsets[wl.name] = offset + len(complete)
-            ok = complete.count(b'"ok": true')
-            self._live[0] += ok
-            self._live[1] += complete.count(b"\n") - ok
-        return self._live[0], self._live[1]
+        """(successes, failures) recorded so far by all workloads (for the live view)."""
+        return self.live.update({w.name: self.results_path(w.name) for w in self.sc.workloads})
 
     def read_records(self) -> dict[str, list[dict[str, Any]]]:
-        out: dict[str, list[dict[str, Any]]] = {}
-        for wl in self.sc.workloads:
-            path = self.results_path(wl.name)
-            rows: list[dict[str, Any]] = []
-            if path.exists():
-                for line in path.read_text().splitlines():
-                    with contextlib.suppress(ValueError):
-                        rows.append(json.loads(line))
-            out[wl.name] = rows
-        return out
+        """Each service's and workload's results: operation records and metric lines."""
+        return {name: results.read_rows(self.results_path(name)) for name in self._processes()}
+
+
+def _kind(proc: ProcessSpec) -> str:
+    return "service" if isinstance(proc, ServiceSpec) else "workload"
 
 
 def default_out_dir(sc: Scenario) -> Path:

@@ -128,6 +128,9 @@ class ProcessSpec(_Strict):
     node: str
     entry: str = Field(description="a Python callable as module:function")
     args: dict[str, Any] = Field(default_factory=dict)
+    announce: list[Prefix] = Field(
+        default_factory=list, description="prefixes served here; routes: auto routes them"
+    )
 
     @field_validator("entry")
     @classmethod
@@ -138,12 +141,14 @@ class ProcessSpec(_Strict):
 
 
 class ServiceSpec(ProcessSpec):
-    """A long-running process attached to a node (a producer, later function servers...)."""
+    """A long-running process attached to a node (a producer, a function server, an
+    aggregator...).  With ``colocate``, not a process: the node's forwarder process runs it, on
+    an in-memory face (faster; a kill of the node takes it along)."""
 
-    announce: list[Prefix] = Field(
-        default_factory=list, description="prefixes served here; routes: auto routes them"
-    )
     ready_timeout: Duration = 15.0
+    colocate: bool = Field(
+        False, description="run inside the node's forwarder process, on an in-memory face"
+    )
 
 
 ReportItem = Literal["latency", "throughput", "success"]
@@ -162,16 +167,18 @@ class WorkloadSpec(ProcessSpec):
 
 
 FaultAction = Literal["kill", "restart", "cut", "restore", "shape"]
+TargetKind = Literal["node", "service", "workload"]
 LinkRef = Annotated[
     tuple[str, str], BeforeValidator(lambda v: tuple(v.split("-", 1)) if isinstance(v, str) else v)
 ]
 
 
 class FaultSpec(_Strict):
-    """At ``at`` seconds: kill or restart a node, cut or restore a link, or change its shaping.
+    """At ``at`` seconds: kill or restart a node, a service or a workload, cut or restore a
+    link, or change its shaping.
 
-    Written with the action as the key: ``{at: 5s, kill: b}``, ``{at: 8s, cut: [a, b]}``,
-    ``{at: 9s, shape: [a, b], loss: 10%, delay: 20ms}``.
+    Written with the action as the key: ``{at: 5s, kill: b}``, ``{at: 5s, kill: agg-b}``,
+    ``{at: 8s, cut: [a, b]}``, ``{at: 9s, shape: [a, b], loss: 10%, delay: 20ms}``.
     """
 
     at: Duration
@@ -217,9 +224,13 @@ class FaultSpec(_Strict):
     def disruptive(self) -> bool:
         return self.action in ("kill", "cut")
 
-    def describe(self) -> str:
+    def describe(self, kind: TargetKind | None = None) -> str:
+        """``kill b`` (a node), ``kill service agg-b``, ``cut a-b``: ``kind`` is what a kill
+        or restart names (:meth:`Scenario.kind_of`)."""
         t = self.target
         what = t if isinstance(t, str) else f"{t[0]}-{t[1]}"
+        if kind in ("service", "workload"):
+            what = f"{kind} {what}"
         return f"{self.action} {what}"
 
 
@@ -343,6 +354,22 @@ class Scenario(_Strict):
                 return link
         return None
 
+    def service(self, name: str) -> ServiceSpec | None:
+        return next((s for s in self.services if s.name == name), None)
+
+    def workload(self, name: str) -> WorkloadSpec | None:
+        return next((w for w in self.workloads if w.name == name), None)
+
+    def kind_of(self, name: str) -> TargetKind | None:
+        """What a fault's ``kill: NAME`` or ``restart: NAME`` names (names are unique)."""
+        if name in self.nodes:
+            return "node"
+        if self.service(name) is not None:
+            return "service"
+        if self.workload(name) is not None:
+            return "workload"
+        return None
+
 
 def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
     """Cross-section mistakes, each with the path of the field at fault."""
@@ -385,7 +412,15 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
     for section in ("services", "workloads"):
         for i, proc in enumerate(getattr(sc, section)):
             need_node((section, i, "node"), proc.node)
-            if proc.name in names:
+            if proc.name in nodes:
+                errors.append(
+                    (
+                        (section, i, "name"),
+                        f"{proc.name!r} is also a node's name, so a fault's kill: {proc.name} "
+                        f"would be ambiguous; rename the {section[:-1]}",
+                    )
+                )
+            elif proc.name in names:
                 prev = ".".join(str(p) for p in names[proc.name])
                 errors.append(((section, i, "name"), f"{proc.name!r} is already used by {prev}"))
             names.setdefault(proc.name, (section, i))
@@ -404,7 +439,7 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
             )
         target = fault.target
         if isinstance(target, str):
-            need_node(("faults", i, fault.action), target)
+            errors += _fault_target_errors(sc, ("faults", i, fault.action), fault.action, target)
         else:
             need_link(("faults", i, fault.action), target)
     workloads = {w.name for w in sc.workloads}
@@ -429,3 +464,29 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
 
 def _listing(names: set[str] | list[str]) -> str:
     return ", ".join(sorted(names)) or "none"
+
+
+def _fault_target_errors(sc: Scenario, loc: Loc, action: str, target: str) -> list[tuple[Loc, str]]:
+    """A kill or restart names a node, a service or a workload; not a co-located service
+    (it lives and dies with its node's forwarder)."""
+    kind = sc.kind_of(target)
+    if kind is None:
+        return [
+            (
+                loc,
+                f"no node, service or workload named {target!r}; the nodes are "
+                f"{_listing(list(sc.nodes))}, the services are "
+                f"{_listing([s.name for s in sc.services])}, the workloads are "
+                f"{_listing([w.name for w in sc.workloads])}",
+            )
+        ]
+    svc = sc.service(target)
+    if svc is not None and svc.colocate:
+        return [
+            (
+                loc,
+                f"{target} is co-located with node {svc.node}: {action} the node, or set "
+                "colocate: false",
+            )
+        ]
+    return []

@@ -69,3 +69,19 @@ def test_route_diff() -> None:
     assert remove == [("a", "/p", "b")]
     add, remove = route_diff(new, new)
     assert add == [] and remove == []
+
+
+def test_a_stopped_service_withdraws_its_prefix() -> None:
+    sc = scenario(
+        [*DIAMOND, {"between": ["a", "e"], "cost": 1}],
+        services=[
+            {"name": "p", "node": "d", "entry": "m:f", "announce": ["/p"]},
+            {"name": "q", "node": "e", "entry": "m:f", "announce": ["/p"]},
+        ],
+    )
+    assert compute_routes(sc)["a"]["/p"] == {"b": 2, "c": 4, "e": 1}
+    # p on d stopped: every route leads to e now, d's own included
+    t = compute_routes(sc, down_services=["p"])
+    assert t["a"]["/p"] == {"e": 1}
+    assert t["d"]["/p"] == {"b": 3, "c": 5}
+    assert compute_routes(sc, down_services=["p", "q"])["a"] == {}

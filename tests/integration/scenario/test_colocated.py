@@ -1,0 +1,60 @@
+"""Services co-located in their node's forwarder process, on an in-memory face."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.scenario.conftest import run_scenario
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = """\
+name: colocated
+duration: 5s
+nodes: {a: {}, b: {}}
+links:
+  - {between: [a, b], delay: 1ms}
+reconverge_after: 200ms
+services:
+  - {name: producer, node: b, entry: "apps.workloads:producer", announce: [/co],
+     args: {prefix: /co, size: 100}, colocate: true}
+  - {name: failing, node: b, entry: "tests.integration.scenario.entries:failing",
+     colocate: true}
+workloads:
+  - {name: consumer, node: a, entry: "apps.workloads:consumer", start: 300ms,
+     args: {prefix: /co, rate: 100, lifetime: 300ms, retries: 1}}
+faults:
+  - {at: 2.5s, kill: b}
+  - {at: 3s, restart: b}
+report:
+  interval: 500ms
+  expect:
+    - {workload: consumer, max_recovery: 2s}
+"""
+
+
+def test_colocated_services_run_inside_the_forwarder(tmp_path: Path, state_dir: Path) -> None:
+    path = tmp_path / "co.yaml"
+    path.write_text(SCENARIO)
+    out = tmp_path / "out"
+    proc, report = run_scenario(path, out, "--no-plots")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    logs = out / "logs"
+    # no process of their own: they said they were ready on the forwarder's stdout, and the
+    # forwarder gave them in-memory faces
+    assert not list(logs.glob("producer*")) and not list(logs.glob("failing*"))
+    for fwd in ("fwd-b", "fwd-b.1"):  # the restarted node brought its services back
+        assert "icn-scenario: ready producer\n" in (logs / f"{fwd}.out").read_text()
+        assert "memory://svc-producer" in (logs / f"{fwd}.err").read_text()
+    wl = report["workloads"]["consumer"]
+    assert wl["ok"] > 200 and wl["recovery"][0]["recovery_s"] is not None
+    # the failing service was reported, counted by its forwarder, which kept forwarding
+    events = [e["text"] for e in report["meta"]["events"]]
+    assert "service failing exited with code 1: RuntimeError: boom" in events, events
+    assert not [e for e in events if "crashed" in e], events
+    assert report["nodes"]["b"]["totals"]["scenario.service_error"] >= 1
+    assert report["nodes"]["b"]["restarts"] == 1
+    assert report["metrics"]["processes"]["failing"] == {"before_failing": 1.0}
+    assert report["passed"]
