@@ -24,12 +24,14 @@ from compute.collective.ops import check_op, finish
 from compute.collective.plan import Plan
 from compute.collective.publisher import ChunkPublisher
 from compute.collective.wire import Layout, encode_chunk
+from icn import tlv_types as T
 from icn.endpoint import Endpoint
 
 # A chunk fits one packet on any path (8800 bytes with name, header and signature); on faces
 # that stay on the host (Unix sockets, in-memory) pass a larger chunk_bytes, e.g. LOCAL_CHUNK.
 DEFAULT_CHUNK = 8192
 LOCAL_CHUNK = 256 * 1024
+MAX_CHUNK = T.MAX_LOCAL_PACKET_SIZE - 4096  # room for the name, chunk header and signature
 Mode = Literal["tree", "ring"]
 
 
@@ -63,8 +65,12 @@ class Collective:
             raise CollectiveError(f"{worker!r} is not a worker of the plan", plan.job)
         if mode not in ("tree", "ring"):
             raise CollectiveError(f"mode {mode!r}: use tree or ring", plan.job)
-        if chunk_bytes < 64:
-            raise CollectiveError(f"chunk_bytes {chunk_bytes}: must be at least 64", plan.job)
+        if not 64 <= chunk_bytes <= MAX_CHUNK:
+            raise CollectiveError(
+                f"chunk_bytes {chunk_bytes}: must be in [64, {MAX_CHUNK}] (a chunk, its header, "
+                "name and signature travel in one packet; local faces carry up to 4 MiB)",
+                plan.job,
+            )
         self.plan, self.worker, self.ep, self.mode = plan, worker, ep, mode
         self.rank = plan.workers.index(worker)
         self.size = len(plan.workers)

@@ -196,3 +196,14 @@ def test_ring_reference_segments() -> None:
     assert segment_bounds(10, 3) == [(0, 3), (3, 6), (6, 10)]
     arrays = [np.full(6, float(i), np.float64) for i in range(3)]
     assert ring_reference(arrays, "sum").tolist() == [3.0] * 6
+
+
+def test_a_worker_refuses_chunks_no_face_can_carry() -> None:
+    from compute.collective import Collective
+
+    plan = Plan.flat("/ar", ["a", "b"])
+    for size in (8, 5 << 20):
+        with pytest.raises(CollectiveError, match="chunk_bytes"):
+            Collective(plan, "a", object(), chunk_bytes=size)  # type: ignore[arg-type]
+    with pytest.raises(CollectiveError, match="not a worker"):
+        Collective(plan, "zz", object())  # type: ignore[arg-type]
