@@ -1,5 +1,6 @@
 """The end-of-run summary in the terminal: rich tables of a report built by
-:func:`apps.scenario.report.build_report` (workloads, faults, links, nodes, expectations)."""
+:func:`apps.scenario.report.build_report` (workloads, faults, links, nodes, metrics,
+expectations)."""
 
 from __future__ import annotations
 
@@ -91,35 +92,7 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
         console.print(lt)
 
     if report.get("nodes"):
-        nt = Table(
-            "node",
-            "in interests",
-            "out interests",
-            "out data",
-            "satisfied",
-            "unsatisfied",
-            "restarts",
-            title="nodes (over the run)",
-            box=box.SIMPLE,
-        )
-        for name, node in report["nodes"].items():
-            tot = node.get("totals") or {}
-
-            def cell(key: str, tot: Mapping[str, Any] = tot) -> str:
-                return "-" if key not in tot else f"{tot[key]:,}"
-
-            n_down = node.get("down_samples") or 0
-            down = f" (down {n_down} sample{'s' if n_down > 1 else ''})" if n_down else ""
-            nt.add_row(
-                name,
-                cell("n_in_interests"),
-                cell("n_out_interests"),
-                cell("n_out_data"),
-                cell("n_satisfied_interests"),
-                cell("n_unsatisfied_interests"),
-                f"{node.get('restarts', 0)}{down}",
-            )
-        console.print(nt)
+        _nodes_table(report["nodes"], console)
 
     _metrics_table(report.get("metrics") or {}, console)
 
@@ -143,6 +116,50 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
         console.print(f"[bold green]PASSED: {len(expectations)} expectations held[/bold green]")
 
 
+# forwarder counters beyond NFD's status, shown under their own names when a run has them
+CACHE_COUNTERS = ("fw.cs_hit", "fw.cs_hit_bytes")
+
+
+def _nodes_table(nodes: Mapping[str, Any], console: Console) -> None:
+    extra = [k for k in CACHE_COUNTERS if any(k in (n.get("totals") or {}) for n in nodes.values())]
+    nt = Table(
+        "node",
+        "in interests",
+        "out interests",
+        "out data",
+        "satisfied",
+        "unsatisfied",
+        *extra,
+        "restarts",
+        title="nodes (over the run)",
+        box=box.SIMPLE,
+    )
+    for name, node in nodes.items():
+        tot = node.get("totals") or {}
+
+        def cell(key: str, tot: Mapping[str, Any] = tot) -> str:
+            return "-" if key not in tot else f"{tot[key]:,}"
+
+        n_down = node.get("down_samples") or 0
+        down = f" (down {n_down} sample{'s' if n_down > 1 else ''})" if n_down else ""
+        nt.add_row(
+            name,
+            cell("n_in_interests"),
+            cell("n_out_interests"),
+            cell("n_out_data"),
+            cell("n_satisfied_interests"),
+            cell("n_unsatisfied_interests"),
+            *(cell(k) for k in extra),
+            f"{node.get('restarts', 0)}{down}",
+        )
+    console.print(nt)
+
+
+def _value(x: float) -> str:
+    """Whole numbers in full with separators (byte counts), others to 6 digits."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e18 else f"{x:,.6g}"
+
+
 def _subject(e: Mapping[str, Any]) -> str:
     return str(e.get("subject") or e.get("workload"))
 
@@ -155,8 +172,8 @@ def _metrics_table(metrics: Mapping[str, Any], console: Console) -> None:
     mt = Table("process", "metric", "value", title="metrics (last values)", box=box.SIMPLE)
     for name, values in processes.items():
         for metric, value in values.items():
-            mt.add_row(name, metric, f"{value:,.6g}")
+            mt.add_row(name, metric, _value(value))
     if len(processes) > 1:
         for metric, value in (metrics.get("totals") or {}).items():
-            mt.add_row("[bold]total[/bold]", metric, f"[bold]{value:,.6g}[/bold]")
+            mt.add_row("[bold]total[/bold]", metric, f"[bold]{_value(value)}[/bold]")
     console.print(mt)

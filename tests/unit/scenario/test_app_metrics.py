@@ -151,3 +151,21 @@ def test_recovery_after_a_service_kill() -> None:
     assert rec["fault"] == "kill service agg" and rec["recovery_s"] == pytest.approx(1.2)
     assert report["faults"][0]["text"] == "kill service agg"
     assert report["faults"][0]["recovery"]["w1"] == pytest.approx(1.2)
+
+
+def test_summary_shows_cache_counters_when_nodes_have_them() -> None:
+    samples = [
+        {"t": 0.0, "nodes": {"a": {"fw.cs_hit": 0, "fw.cs_hit_bytes": 0}, "b": None}},
+        {"t": 1.0, "nodes": {"a": {"fw.cs_hit": 3, "fw.cs_hit_bytes": 2_500_000}, "b": None}},
+    ]
+    report = build_report(scenario(), T0, RECORDS, samples, [], [], {})
+    assert report["nodes"]["a"]["totals"] == {"fw.cs_hit": 3, "fw.cs_hit_bytes": 2_500_000}
+    lines = [ln.split() for ln in console_text(report).splitlines()]
+    header = next(ln for ln in lines if ln[:1] == ["node"])
+    assert header[-3:] == ["fw.cs_hit", "fw.cs_hit_bytes", "restarts"]
+    assert ["a", "-", "-", "-", "-", "-", "3", "2,500,000", "0"] in lines
+    # the whole numbers of metrics are printed in full
+    big = {**RECORDS, "agg": [metric(5, "bytes_sent", 4_247_302)]}
+    text = console_text(build_report(scenario(), T0, big, [], [], [], {}))
+    assert "4,247,302" in text
+    assert "fw.cs_hit" not in console_text(build_report(scenario(), T0, {}, [], [], [], {}))
