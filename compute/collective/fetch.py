@@ -3,7 +3,8 @@
 Each Interest is re-sent with a new Nonce when its lifetime ends (a lost Interest or Data), and
 re-sent after a short pause when Nacked (no route yet, congestion), until the deadline; then the
 fetch fails with a message naming the chunk.  Retransmissions are counted, and the bytes that
-came back after one: those were recovered, by a content store near the loss or by the source.
+came back after one (``bytes_after_retx``): recovered from a content store near the loss or from
+the source, or merely late when the lifetime is shorter than the round trip under load.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ MAX_NACK_PAUSE = 1.0
 def note_attempts(counters: Counter[str], rec: PendingInterest, nbytes: int) -> None:
     if rec.attempts > 1:
         counters["interests_retransmitted"] += rec.attempts - 1
-        counters["bytes_after_loss"] += nbytes
+        counters["bytes_after_retx"] += nbytes
 
 
 async def fetch_one(
