@@ -91,6 +91,20 @@ def from_uri(uri: str) -> bytes:
     return name
 
 
+def components_after(prefix: bytes, name: bytes) -> list[bytes] | None:
+    """The components of ``name`` after ``prefix`` (whole TLVs), or None if ``name`` is not
+    under ``prefix`` or what follows is not well-formed (bad input from the network)."""
+    if not name.startswith(prefix):
+        return None
+    rest = name[len(prefix) :]
+    try:
+        ends = component_ends(rest)
+    except DecodeError:
+        return None
+    starts = [0, *ends[:-1]]
+    return [rest[s:e] for s, e in zip(starts, ends, strict=True)]
+
+
 def to_uri(name: Buffer) -> str:
     """Render a name value as an NDN URI."""
     return str(NdnName.to_str([bytes(c) for c in components(name)]))

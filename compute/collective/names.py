@@ -11,8 +11,8 @@ Round, step and chunk are decimal generic components, so names read well in logs
 
 from __future__ import annotations
 
-from icn.errors import ConfigError, DecodeError
-from icn.name import component_ends, from_uri, generic, to_uri
+from icn.errors import ConfigError
+from icn.name import components_after, from_uri, generic, to_uri
 
 WORKER, SUM, AGG, RING = "w", "sum", "agg", "ring"
 
@@ -63,23 +63,15 @@ class JobNames:
     def numbers_after(prefix: bytes, name: bytes, count: int) -> tuple[int, ...] | None:
         """The ``count`` decimal components that follow ``prefix`` in ``name`` (nothing else may
         follow), or None when the name has another shape."""
-        if not name.startswith(prefix):
-            return None
-        rest = name[len(prefix) :]
-        try:
-            ends = component_ends(rest)
-        except DecodeError:
-            return None
-        if len(ends) != count:
+        parts = components_after(prefix, name)
+        if parts is None or len(parts) != count:
             return None
         out: list[int] = []
-        start = 0
-        for end in ends:
-            value = _number(rest[start:end])
+        for part in parts:
+            value = _number(part)
             if value is None:
                 return None
             out.append(value)
-            start = end
         return tuple(out)
 
 

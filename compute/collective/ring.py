@@ -16,7 +16,6 @@ import numpy as np
 
 from compute.collective.combine import read_part
 from compute.collective.errors import CollectiveError
-from compute.collective.fetch import fetch_many
 from compute.collective.names import JobNames
 from compute.collective.ops import fold
 from compute.collective.wire import Layout, encode_chunk
@@ -82,16 +81,7 @@ async def ring_allreduce(
                 piece[:] = part
             coll.counters["bytes_received"] += part.nbytes
 
-        await fetch_many(
-            coll.ep,
-            names,
-            place,
-            window=coll.window,
-            lifetime_ms=coll.lifetime_ms,
-            until=coll._until(),
-            counters=coll.counters,
-            what=what,
-        )
+        await coll.fetch(names, place, what)
 
     for step in range(n - 1):  # reduce-scatter
         publish(step, (i - step) % n)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -196,6 +196,26 @@ class Collective:
     def _until(self) -> float:
         return asyncio.get_running_loop().time() + self.deadline
 
+    async def fetch(
+        self,
+        names: Sequence[bytes],
+        place: Callable[[int, bytes], None],
+        what: str,
+        until: float | None = None,
+    ) -> None:
+        """Fetch ``names`` with this worker's window and lifetime, by ``until`` (loop time;
+        default: the deadline from now); ``place(i, content)`` as each arrives."""
+        await fetch_many(
+            self.ep,
+            names,
+            place,
+            window=self.window,
+            lifetime_ms=self.lifetime_ms,
+            until=self._until() if until is None else until,
+            counters=self.counters,
+            what=what,
+        )
+
     async def _fetch_sum(self, rnd: int, layout: Layout) -> np.ndarray[Any, Any]:
         out = np.empty(layout.nbytes, dtype=np.uint8)
         names = [JobNames.piece(self.names.sum_prefix(), rnd, c) for c in range(layout.chunks)]
@@ -209,16 +229,7 @@ class Collective:
                 )
             self._place(out, layout, chunk, header, part, "the sum")
 
-        await fetch_many(
-            self.ep,
-            names,
-            place,
-            window=self.window,
-            lifetime_ms=self.lifetime_ms,
-            until=self._until(),
-            counters=self.counters,
-            what=what,
-        )
+        await self.fetch(names, place, what)
         return out.view(layout.dtype).reshape(layout.shape)
 
     async def _pull_arrays(self, workers: Sequence[str], rnd: int) -> list[np.ndarray[Any, Any]]:
@@ -228,15 +239,8 @@ class Collective:
         what = f"{self.names.job} round {rnd}"
         firsts: dict[int, bytes] = {}
         prefixes = [self.names.worker_prefix(w) for w in workers]
-        await fetch_many(
-            self.ep,
-            [JobNames.piece(p, rnd, 0) for p in prefixes],
-            firsts.__setitem__,
-            window=self.window,
-            lifetime_ms=self.lifetime_ms,
-            until=until,
-            counters=self.counters,
-            what=what,
+        await self.fetch(
+            [JobNames.piece(p, rnd, 0) for p in prefixes], firsts.__setitem__, what, until
         )
         outs: list[np.ndarray[Any, Any]] = []
         layouts: list[Layout] = []
@@ -255,16 +259,7 @@ class Collective:
             source = f"worker {workers[i]}"
             self._place(outs[i], layouts[i], c, *read_part(content, source), source)
 
-        await fetch_many(
-            self.ep,
-            names,
-            place,
-            window=self.window,
-            lifetime_ms=self.lifetime_ms,
-            until=until,
-            counters=self.counters,
-            what=what,
-        )
+        await self.fetch(names, place, what, until)
         return [o.view(lay.dtype).reshape(lay.shape) for o, lay in zip(outs, layouts, strict=True)]
 
     def _place(

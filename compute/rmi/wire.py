@@ -20,7 +20,7 @@ from typing import Any
 
 from compute.rmi.errors import BY_KIND, ProtocolError, RemoteError, RmiError
 from icn.errors import DecodeError
-from icn.name import component_ends, generic
+from icn.name import components_after, generic
 from icn.serialize import pack, unpack
 from icn.tlv import read_tl
 
@@ -113,15 +113,7 @@ def raise_error(value: dict[str, Any], function: str) -> None:
 
 def split_service_name(prefix: bytes, name: bytes) -> list[bytes] | None:
     """The components of ``name`` after ``prefix`` (whole TLVs), or None if not under it."""
-    if not name.startswith(prefix):
-        return None
-    rest = name[len(prefix) :]
-    try:
-        ends = component_ends(rest)
-    except DecodeError:
-        return None
-    starts = [0, *ends[:-1]]
-    return [rest[s:e] for s, e in zip(starts, ends, strict=True)]
+    return components_after(prefix, name)
 
 
 def component_text(component: bytes) -> str | None:
