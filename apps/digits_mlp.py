@@ -123,9 +123,7 @@ def steps_per_epoch(config: Config) -> int:
     return n_train // config.batch_size
 
 
-def batch_indices(
-    config: Config, step: int, worker_index: int = 0, n_workers: int = 1
-) -> IntArray:
+def batch_indices(config: Config, step: int, worker_index: int = 0, n_workers: int = 1) -> IntArray:
     """Training-set rows of worker ``worker_index`` of ``n_workers`` at global step ``step``.
 
     The global batch is a pure function of (seed, epoch, step within the epoch): each epoch is
