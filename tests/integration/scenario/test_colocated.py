@@ -49,7 +49,9 @@ def test_colocated_services_run_inside_the_forwarder(tmp_path: Path, state_dir: 
         assert "icn-scenario: ready producer\n" in (logs / f"{fwd}.out").read_text()
         assert "memory://svc-producer" in (logs / f"{fwd}.err").read_text()
     wl = report["workloads"]["consumer"]
-    assert wl["ok"] > 200 and wl["recovery"][0]["recovery_s"] is not None
+    # served before the kill and again after the restart (how many depends on how fast the node
+    # restarts on a loaded machine: the recovery, not the count, is the point)
+    assert wl["ok"] > 100 and wl["recovery"][0]["recovery_s"] is not None
     # the failing service was reported, counted by its forwarder, which kept forwarding
     events = [e["text"] for e in report["meta"]["events"]]
     assert "service failing exited with code 1: RuntimeError: boom" in events, events
