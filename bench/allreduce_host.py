@@ -1,0 +1,85 @@
+"""The root aggregator of bench/allreduce.py, in the forwarder's process or as its own process.
+
+  --unix PATH     run a forwarder daemon (the one ``icn fwd`` runs) listening on PATH, and the
+                  aggregator in the same process and loop, on an in-memory face
+                  (apps.inproc.attach_endpoint): the in-network mode
+  --connect URI   no forwarder: the aggregator alone, over a Unix socket to one (parameter
+                  server mode)
+Prints ``ready face=ID`` on stdout once the aggregator serves /ar/sum (ID is its face in the
+forwarder, whose counters the bench reads), stops on SIGTERM or SIGINT and then prints
+``aggregator counters: {...}``.  ``--profile FILE`` writes a cProfile of the whole process.
+Run from the repository root (the bench does this):
+    python -m bench.allreduce_host --unix /tmp/f.sock --workers 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import signal
+import sys
+import time
+
+from apps.inproc import attach_endpoint
+from bench.allreduce_worker import JOB, ROOT, run
+from compute.collective import Aggregator, Plan
+from forwarder.config import config_from_dict
+from forwarder.daemon import ForwarderDaemon
+from icn.endpoint import Endpoint
+from icn.log import setup_logging
+
+
+async def main(args: argparse.Namespace) -> None:
+    daemon: ForwarderDaemon | None = None
+    stop = asyncio.Event()
+    if args.unix:
+        setup_logging("info")
+        config = config_from_dict({"listen": {"unix": args.unix}, "log_level": "info"})
+        daemon = ForwarderDaemon(config)
+        await daemon.start()  # SIGTERM and SIGINT now stop the daemon
+        ep = attach_endpoint(daemon, label="aggregator")
+    else:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        ep = await Endpoint.connect(args.connect)
+    plan = Plan.flat(JOB, [str(i) for i in range(args.workers)], root=ROOT)
+    agg = Aggregator(plan, ROOT, ep)
+    try:
+        await agg.start()
+        print(f"ready face={ep.face_id}", flush=True)
+        stopped = daemon.wait_stopped() if daemon else stop.wait()
+        waits = {asyncio.ensure_future(ep.wait_closed()), asyncio.ensure_future(stopped)}
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+    finally:
+        print("aggregator counters: " + json.dumps(agg.stats(), sort_keys=True), flush=True)
+        await agg.close()
+        ep.close()
+        if daemon is not None:
+            await daemon.stop()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--unix", help="run a forwarder listening on this Unix socket path")
+    where.add_argument("--connect", help="forwarder URI to join, e.g. unix:///tmp/fwd.sock")
+    ap.add_argument("--workers", type=int, required=True, help="workers in the flat plan")
+    ap.add_argument("--profile", help="write a cProfile of this process to this file")
+    args = ap.parse_args()
+    # CPU time, not wall time: nine processes share two cores, so waits would blur the split
+    profiler = cProfile.Profile(time.process_time) if args.profile else None
+    if profiler is not None:
+        profiler.enable()
+    try:
+        run(main(args))
+    except KeyboardInterrupt:
+        sys.exit(0)
+    finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
