@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 from compute.collective.combine import Part, combine, encode_part, read_part
@@ -27,6 +27,10 @@ from icn.endpoint import Endpoint
 from icn.errors import InterestNack, InterestTimeout
 
 log = logging.getLogger(__name__)
+
+# Bytes owed to this aggregator at once (chunks being pulled, times children): kept under what a
+# local face queues (16 MiB), or the forwarder drops pulls and every drop costs a lifetime.
+IN_FLIGHT_BYTES = 8 << 20
 
 
 class Aggregator:
@@ -42,6 +46,7 @@ class Aggregator:
         member_timeout: float = 30.0,
         bypass_after: float = 2.0,
         keep_rounds: int = 4,
+        max_in_flight: int = 16,
     ) -> None:
         if not plan.is_aggregator(node):
             raise CollectiveError(f"{node!r} is not an aggregator of the plan", plan.job)
@@ -57,6 +62,10 @@ class Aggregator:
             ep, prefix, keep_rounds=keep_rounds, on_missing=self._start, counters=self.counters
         )
         self._tasks: set[asyncio.Task[None]] = set()
+        self.max_in_flight = max_in_flight
+        self._chunk_bytes = 8192  # learnt from the chunks pulled
+        self._active = 0
+        self._queue: deque[asyncio.Future[None]] = deque()
 
     async def start(self, register: bool = True) -> None:
         await self.publisher.start(register)
@@ -76,16 +85,44 @@ class Aggregator:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _limit(self) -> int:
+        fan_in = max(1, len(self.plan.children[self.node]))
+        by_bytes = IN_FLIGHT_BYTES // max(1, self._chunk_bytes * fan_in)
+        return max(2, min(self.max_in_flight, by_bytes))
+
+    async def _enter(self) -> None:
+        if self._active >= self._limit():
+            fut = asyncio.get_running_loop().create_future()
+            self._queue.append(fut)
+            self.counters["chunks_queued"] += 1
+            await fut  # _leave() hands its place over
+        else:
+            self._active += 1
+
+    def _leave(self) -> None:
+        while self._queue:
+            fut = self._queue.popleft()
+            if not fut.done():
+                fut.set_result(None)  # the place passes on: _active stays
+                return
+        self._active -= 1
+
     async def _compute(self, key: Key) -> None:
-        until = asyncio.get_running_loop().time() + self.member_timeout
+        await self._enter()
         try:
-            content = encode_part(await self._subtree(self.node, key, until))
-            self.counters["chunks_aggregated"] += 1
-        except CollectiveError as exc:
-            self.counters["chunks_failed"] += 1
-            log.warning("%s round %d chunk %d: %s", self.names.job, key[0], key[1], exc)
-            content = encode_error(str(exc))
-        self.publisher.put(key, content)
+            until = asyncio.get_running_loop().time() + self.member_timeout
+            try:
+                header, total = await self._subtree(self.node, key, until)
+                self._chunk_bytes = int(header.get("cb", self._chunk_bytes))
+                content = encode_part((header, total))
+                self.counters["chunks_aggregated"] += 1
+            except CollectiveError as exc:
+                self.counters["chunks_failed"] += 1
+                log.warning("%s round %d chunk %d: %s", self.names.job, key[0], key[1], exc)
+                content = encode_error(str(exc))
+            self.publisher.put(key, content)
+        finally:
+            self._leave()
 
     async def _subtree(self, node: str, key: Key, until: float) -> Part:
         """The fold of ``node``'s children for ``key`` (``node`` is this aggregator, or one

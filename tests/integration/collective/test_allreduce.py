@@ -184,3 +184,26 @@ async def test_broadcast_reduce_allgather_barrier(job: Job) -> None:
     await asyncio.wait_for(asyncio.gather(*(c.barrier() for c in job.workers)), 30)
     with pytest.raises(CollectiveError, match="root 'nobody'"):
         await job.workers[0].broadcast(source, root="nobody")
+
+
+async def test_the_aggregator_bounds_the_chunks_it_pulls_at_once(job: Job) -> None:
+    await job.start(aggregator={"max_in_flight": 2}, window=16, chunk_bytes=4096)
+    arrays = arrays_for(np.float64, (40_000,), seed=15)  # 79 chunks, 16 asked at a time
+    active = {"now": 0, "peak": 0}
+    root = job.aggregators["r"]
+    subtree = root._subtree
+
+    async def watched(node: str, key: Any, until: float) -> Any:
+        active["now"] += node == "r"
+        active["peak"] = max(active["peak"], active["now"])
+        try:
+            return await subtree(node, key, until)
+        finally:
+            active["now"] -= node == "r"
+
+    root._subtree = watched  # type: ignore[method-assign]
+    results = await run_round(job, arrays, "sum")
+    expected = job.plan.reference(arrays, "sum")
+    assert all(r.tobytes() == expected.tobytes() for r in results)
+    assert active["peak"] == 2
+    assert root.counters["chunks_queued"] > 0
