@@ -36,7 +36,8 @@ import numpy as np
 
 from apps.scenario.entry import ServiceContext, WorkloadContext
 from apps.scenario.units import parse_duration
-from compute.collective import Aggregator, Collective, CollectiveError, Plan
+from apps.workloads import _arg
+from compute.collective import OPS, Aggregator, Collective, CollectiveError, Plan
 from compute.collective.errors import PlanError
 
 METRIC_EVERY = 1.0  # seconds between metric reports
@@ -137,7 +138,7 @@ def _collective(ctx: ServiceContext, plan: Plan, ep: Any) -> Collective:
         worker,
         ep,
         chunk_bytes=parse_size(ctx.args.get("chunk", 8192), "chunk"),
-        window=int(ctx.args.get("window", 16)),
+        window=_arg(ctx.args, "window", 16, int),
         lifetime_ms=int(_seconds(ctx.args, "lifetime", "500ms") * 1000),
         deadline=_seconds(ctx.args, "deadline", "30s"),
     )
@@ -148,10 +149,17 @@ async def worker(ctx: WorkloadContext) -> None:
     ``args.dtype`` (float32) with ``args.op`` (sum); each recorded with its latency, and
     failed if the result differs by one bit from the reference."""
     plan = job_plan(ctx)
-    dtype = np.dtype(str(ctx.args.get("dtype", "float32")))
+    try:
+        dtype = np.dtype(str(ctx.args.get("dtype", "float32")))
+    except TypeError:
+        raise SystemExit(f"args.dtype: {ctx.args.get('dtype')!r} is not a numpy dtype") from None
+    if dtype.kind not in "iufc":
+        raise SystemExit(f"args.dtype: {dtype} is not numeric; use e.g. float32 or int64")
     op = str(ctx.args.get("op", "sum"))
+    if op not in OPS:
+        raise SystemExit(f"args.op: {op!r} is not one of {', '.join(OPS)}")
     items = parse_size(ctx.args.get("size", "1MiB"), "size") // dtype.itemsize
-    rounds = int(ctx.args.get("rounds", 10))
+    rounds = _arg(ctx.args, "rounds", 10, int)
     coll = _collective(ctx, plan, await ctx.endpoint())
     await coll.start()
     stop = asyncio.Event()
