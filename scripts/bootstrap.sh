@@ -22,6 +22,13 @@ if ! command -v ip >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
     echo "bootstrap: installing iproute2" >&2
     apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null
 fi
+# MQTT sources and sinks talk to a real mosquitto broker, which the tests start on a free port
+# (the system service the package may start is never used); the binary is in /usr/sbin
+if ! command -v mosquitto >/dev/null && [ ! -x /usr/sbin/mosquitto ] && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing mosquitto" >&2
+    apt-get update -qq && apt-get install -y -qq mosquitto >/dev/null
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=.venv/.icn-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
