@@ -179,7 +179,7 @@ def face_shape(
     The settings replace the face's shaping; options left out are 0 (rate: unlimited), so with
     none at all shaping is removed.  --loss 100% cuts the link.
     """
-    from apps.scenario.units import parse_duration, parse_probability, parse_rate
+    from icn.units import parse_duration, parse_probability, parse_rate
 
     delay_s = _quantity("--delay", delay, parse_duration) or 0.0
     jitter_s = _quantity("--jitter", jitter, parse_duration) or 0.0

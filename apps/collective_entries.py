@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 
 from apps.scenario.entry import ServiceContext, WorkloadContext
-from apps.scenario.units import parse_duration
 from apps.workloads import _arg
 from compute.collective import OPS, Aggregator, Collective, CollectiveError, Plan
 from compute.collective.errors import PlanError
+from icn.units import parse_duration
 
 METRIC_EVERY = 1.0  # seconds between metric reports
 REPORTED = ("bytes_sent", "bytes_resent", "interests_retransmitted", "bytes_after_retx")

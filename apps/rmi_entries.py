@@ -7,10 +7,10 @@ import time
 from typing import Any
 
 from apps.scenario.entry import ServiceContext, WorkloadContext
-from apps.scenario.units import parse_duration
 from apps.workloads import _arg, run_paced
 from compute.rmi import Client, RmiError, RmiServer, ServerConfig, collect
 from compute.rmi.client import split_function
+from icn.units import parse_duration
 
 
 async def server(ctx: ServiceContext) -> None:

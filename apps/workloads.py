@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from apps.scenario.entry import ServiceContext, WorkloadContext
-from apps.scenario.units import parse_duration
 from icn.encode import DataTemplate
 from icn.errors import IcnError, InterestNack, InterestTimeout
 from icn.name import from_uri, generic
 from icn.packet import InterestView
+from icn.units import parse_duration
 
 
 def _arg(args: dict[str, Any], key: str, default: Any, kind: type) -> Any:

@@ -21,9 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from apps.scenario.units import parse_duration, parse_probability, parse_rate
 from icn.errors import ConfigError
 from icn.name import from_uri
+from icn.units import parse_duration, parse_probability, parse_rate
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Probability = Annotated[float, BeforeValidator(parse_probability)]

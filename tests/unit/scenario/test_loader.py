@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from apps.scenario.loader import ScenarioError, load_scenario, parse_scenario
-from apps.scenario.units import parse_duration, parse_probability, parse_rate
+from icn.units import parse_duration, parse_probability, parse_rate
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 

@@ -1,4 +1,5 @@
-"""Quantities with units as scenario files write them: ``10ms``, ``1.5s``, ``5%``, ``10Mbit``.
+"""Quantities with units as users write them (scenario and graph files, CLI options): ``10ms``,
+``1.5s``, ``5%``, ``10Mbit``.
 
 Each parser takes a str (or a bare number in the base unit) and returns a float in the base unit
 (seconds, a probability in [0, 1], bits per second), or raises ValueError with the forms it
