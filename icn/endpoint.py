@@ -73,6 +73,7 @@ class PendingInterest:
 
     __slots__ = (
         "attempts",
+        "congestion_mark",
         "digest",
         "done",
         "future",
@@ -105,6 +106,9 @@ class PendingInterest:
         # extend this Interest's wait, as forwarders extend its PIT entry
         self.trigger = trigger_key(iv.name, iv.name_ends)
         self.verify: Verifier | None = None
+        # the CongestionMark of the Data that satisfied it (0: none): a window of Interests
+        # shrinks on a marked Data as on a timeout
+        self.congestion_mark = 0
 
 
 class Endpoint:
@@ -507,6 +511,7 @@ class Endpoint:
     def _dispatch(self, wire: bytes) -> None:
         typ = wire[0]
         token = None
+        mark = 0
         if typ == T.LP_PACKET:
             try:
                 lp = parse_lp(wire)
@@ -522,16 +527,16 @@ class Endpoint:
             if lp.nack_reason is not None:
                 self._on_nack(lp.fragment, lp.nack_reason)
                 return
-            wire, token = lp.fragment, lp.pit_token
+            wire, token, mark = lp.fragment, lp.pit_token, lp.congestion_mark
             typ = wire[0]
         if typ == T.DATA:
-            self._on_data(wire)
+            self._on_data(wire, mark)
         elif typ == T.INTEREST:
             self._on_interest(wire, token)
         else:
             self.counters["drop_unknown_type"] += 1
 
-    def _on_data(self, wire: bytes) -> None:
+    def _on_data(self, wire: bytes, mark: int = 0) -> None:
         try:
             dv = parse_data(wire)
         except DecodeError:
@@ -549,6 +554,10 @@ class Endpoint:
             self.counters["drop_unsolicited_data"] += 1
             return
         self.counters["in_data"] += 1
+        if mark:
+            self.counters["congestion_marks"] += 1
+            for rec in hits:
+                rec.congestion_mark = mark
         for rec in hits:
             self._satisfy(rec, dv)
 

@@ -11,7 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from forwarder.face.link_service import FaceStats, LinkService
+from forwarder.face.link_service import (
+    DEFAULT_CONGESTION_INTERVAL,
+    DEFAULT_CONGESTION_THRESHOLD,
+    FaceStats,
+    LinkService,
+)
 from forwarder.face.shaper import CallLater, Shaper, ShaperConfig
 from forwarder.face.transport import Transport
 from forwarder.face_api import PacketSink
@@ -26,6 +31,8 @@ class Face:
         *,
         clock: Callable[[], float] = time.monotonic,
         reassembly_timeout: float = 0.5,
+        congestion_threshold: int = DEFAULT_CONGESTION_THRESHOLD,
+        congestion_interval: float = DEFAULT_CONGESTION_INTERVAL,
     ) -> None:
         self.transport = transport
         self.is_local = transport.is_local
@@ -36,6 +43,11 @@ class Face:
             is_local=transport.is_local,
             clock=clock,
             reassembly_timeout=reassembly_timeout,
+            # congestion marking watches the transport's queue, not a shaper's in front of it
+            queue_length=transport.send_queue_length,
+            queue_capacity=transport.send_queue_capacity,
+            congestion_threshold=congestion_threshold,
+            congestion_interval=congestion_interval,
         )
         self.link.output = transport.send
         # called once with this face when it closes, whatever the cause; the FaceTable sets it

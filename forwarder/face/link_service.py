@@ -15,28 +15,46 @@ Each face has a largest packet (its transport's ``max_packet``: 8800 bytes on UD
 on Unix and in-memory faces).  A larger packet is neither sent nor fragmented but dropped and
 counted as "face.drop_oversize" (a packet from a local app that cannot leave the host); a larger
 one received, whole or reassembled, is dropped as "face.oversize".
+
+Congestion marking follows NFD's GenericLinkService (``checkCongestionLevel``): when a packet is
+sent while the transport's send queue holds more than the threshold (64 KiB, or half the queue's
+capacity if that is less), it carries ``CongestionMark=1``, subject to pacing.  The first packet
+of a congestion incident is marked if no packet was marked in the last interval (100 ms); while
+the queue stays above the threshold, the next mark is due ``interval/sqrt(n)`` after the n-th
+one was due, so marks come faster the longer congestion lasts; the incident ends, and the pace
+resets, at the first packet sent with the queue at or below the threshold.  Interests, Data and
+Nacks are all marked, as in NFD; a packet already marked upstream keeps its mark.  The check is
+per network packet (NFD checks each fragment; the mark travels on fragment 0 either way).  With
+the queue short, the cost is one call for its length and one integer comparison.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 
 from forwarder.face_api import Counters, PacketSink
 from icn import tlv_types as T
-from icn.errors import DecodeError, EncodeError
+from icn.errors import ConfigError, DecodeError, EncodeError
 from icn.fragment import Fragmenter, Reassembler
-from icn.lp import LpView, encode_lp, encode_nack, parse_lp
+from icn.lp import LpView, encode_lp, parse_lp
 from icn.tlv import read_tl
 
 log = logging.getLogger(__name__)
 
+# NFD's GenericLinkService options: defaultCongestionThreshold, baseCongestionMarkingInterval.
+DEFAULT_CONGESTION_THRESHOLD = 1 << 16
+DEFAULT_CONGESTION_INTERVAL = 0.1
+
 
 class FaceStats:
-    """Per-face packet counters, the NFD FaceStatus fields (bytes are counted by the transport)."""
+    """Per-face packet counters: the NFD FaceStatus fields (bytes are counted by the transport)
+    and, as NFD's link service keeps it, the number of packets this face congestion-marked."""
 
     __slots__ = (
+        "n_congestion_marked",
         "n_in_data",
         "n_in_interests",
         "n_in_nacks",
@@ -52,6 +70,7 @@ class FaceStats:
         self.n_out_interests = 0
         self.n_out_data = 0
         self.n_out_nacks = 0
+        self.n_congestion_marked = 0
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -59,6 +78,11 @@ class FaceStats:
 
 def _nowhere(_wire: bytes) -> None:
     """Output used until the face connects the link service to its transport."""
+
+
+def _unknown_queue() -> int:
+    """Send queue length of a link service without a transport: unknown, never marked."""
+    return -1
 
 
 class LinkService:
@@ -73,6 +97,10 @@ class LinkService:
         is_local: bool = False,
         clock: Callable[[], float] = time.monotonic,
         reassembly_timeout: float = 0.5,
+        queue_length: Callable[[], int] = _unknown_queue,
+        queue_capacity: int = -1,
+        congestion_threshold: int = DEFAULT_CONGESTION_THRESHOLD,
+        congestion_interval: float = DEFAULT_CONGESTION_INTERVAL,
     ) -> None:
         self.face_id = 0
         self.sink: PacketSink | None = None
@@ -89,6 +117,39 @@ class LinkService:
         # created on the first fragment: most faces never see one
         self._reassembler: Reassembler | None = None
         self._warned = False
+        # congestion marking: the transport's send queue, in bytes (-1: unknown)
+        self._queue_length = queue_length
+        self._queue_capacity = queue_capacity
+        self.congestion_threshold = DEFAULT_CONGESTION_THRESHOLD
+        self.congestion_interval = DEFAULT_CONGESTION_INTERVAL
+        # the fast path's one comparison: the threshold, or -1 during an incident so that every
+        # packet then takes the slow path, which also sees the incident end
+        self._mark_above = DEFAULT_CONGESTION_THRESHOLD
+        self._next_mark = math.inf
+        self._last_mark = -math.inf
+        self._n_marked = 0  # marks in the current incident
+        self.configure_congestion(congestion_threshold, congestion_interval)
+
+    def configure_congestion(self, threshold: int, interval: float) -> None:
+        """Mark packets sent while more than ``threshold`` bytes are queued (capped at half the
+        queue's capacity, as NFD does), the first of an incident at most once per ``interval``
+        seconds.  ConfigError names the bad value."""
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+            raise ConfigError(
+                f"congestion_threshold: {threshold!r} is not a byte count; use an integer >= 0, "
+                f"e.g. {DEFAULT_CONGESTION_THRESHOLD}"
+            )
+        if not (isinstance(interval, int | float) and 0 < interval < math.inf):
+            raise ConfigError(
+                f"congestion_interval: {interval!r} is not a duration; use seconds > 0, "
+                f"e.g. {DEFAULT_CONGESTION_INTERVAL}"
+            )
+        if self._queue_capacity >= 0:
+            threshold = min(threshold, self._queue_capacity // 2)
+        self.congestion_threshold = threshold
+        self.congestion_interval = float(interval)
+        self._end_incident()
+        self._last_mark = -math.inf
 
     # ---- incoming -------------------------------------------------------------------------
 
@@ -186,12 +247,19 @@ class LinkService:
 
     def send_interest(self, wire: bytes) -> None:
         self.stats.n_out_interests += 1
+        queued = self._queue_length()
+        if queued > self._mark_above and self._congestion_mark(queued):
+            self._emit(encode_lp(wire, congestion_mark=1), wire, None, None, 1)
+            return
         self._emit(wire, wire)
 
     def send_data(
         self, wire: bytes, pit_token: bytes | None = None, congestion_mark: int = 0
     ) -> None:
         self.stats.n_out_data += 1
+        queued = self._queue_length()
+        if queued > self._mark_above and self._congestion_mark(queued) and not congestion_mark:
+            congestion_mark = 1
         if pit_token is None and not congestion_mark:
             self._emit(wire, wire)
             return
@@ -204,12 +272,41 @@ class LinkService:
 
     def send_nack(self, interest_wire: bytes, reason: int, pit_token: bytes | None = None) -> None:
         self.stats.n_out_nacks += 1
+        queued = self._queue_length()
+        mark = 1 if queued > self._mark_above and self._congestion_mark(queued) else 0
         try:
-            frame = encode_nack(interest_wire, reason, pit_token)
+            frame = encode_lp(
+                interest_wire, pit_token=pit_token, nack_reason=reason, congestion_mark=mark
+            )
         except EncodeError:
             self._counters["face.encode_error"] += 1
             return
-        self._emit(frame, interest_wire, pit_token, reason)
+        self._emit(frame, interest_wire, pit_token, reason, mark)
+
+    def _congestion_mark(self, queued: int) -> bool:
+        """Slow path, for a queue above the threshold or during an incident: whether to mark
+        the packet being sent (NFD's ``checkCongestionLevel``)."""
+        if queued <= self.congestion_threshold:
+            self._end_incident()
+            return False
+        now = self._clock()
+        interval = self.congestion_interval
+        if now < self._next_mark and now < self._last_mark + interval:
+            return False
+        if not self._n_marked:  # an incident starts with this mark
+            self._next_mark = now
+            self._mark_above = -1
+        self._n_marked += 1
+        self._next_mark += interval / math.sqrt(self._n_marked)
+        self._last_mark = now
+        self.stats.n_congestion_marked += 1
+        self._counters["face.congestion_marked"] += 1
+        return True
+
+    def _end_incident(self) -> None:
+        self._n_marked = 0
+        self._next_mark = math.inf
+        self._mark_above = self.congestion_threshold
 
     def _emit(
         self,

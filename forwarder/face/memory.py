@@ -54,6 +54,15 @@ class MemoryTransport(Transport):
         self._inbox_bytes = 0
         self._scheduled = False
 
+    @property
+    def send_queue_capacity(self) -> int:
+        return self.queue_limit
+
+    def send_queue_length(self) -> int:
+        # what we sent that the other end has not taken yet: its inbox
+        peer = self.peer
+        return -1 if peer is None else peer._inbox_bytes
+
     def send(self, wire: bytes) -> None:
         peer = self.peer
         if self.closed or peer is None or peer.closed:

@@ -135,6 +135,16 @@ class StreamTransport(Transport, asyncio.Protocol):
 
     # ---- Transport -------------------------------------------------------------------------
 
+    @property
+    def send_queue_capacity(self) -> int:
+        return self.send_limit
+
+    def send_queue_length(self) -> int:
+        # asyncio's buffer only: bytes the kernel has taken are not counted (NFD adds the
+        # socket's TIOCOUTQ, a syscall per packet); ours grows once the kernel's is full
+        sock = self._sock
+        return -1 if sock is None else sock.get_write_buffer_size()
+
     def send(self, wire: bytes) -> None:
         sock = self._sock
         if sock is None or self.closed or sock.is_closing():

@@ -3,6 +3,10 @@
 A transport knows nothing of NDNLPv2; its face's link service does the framing.  The face binds
 two callbacks: one for each received link packet and one, called exactly once, when the
 transport closes for any reason (explicit close, peer gone, framing error, idle timeout).
+
+A transport also reports its send queue (bytes accepted by :meth:`~Transport.send` and not yet
+written) and that queue's capacity, as NFD's ``getSendQueueLength``/``getSendQueueCapacity``:
+the link service marks packets with a CongestionMark while the queue stays long.
 """
 
 from __future__ import annotations
@@ -54,6 +58,17 @@ class Transport(ABC):
         """Attach the owning face: ``receive`` gets each link packet, ``on_close`` fires once."""
         self._receive = receive
         self._on_close = on_close
+
+    @property
+    def send_queue_capacity(self) -> int:
+        """Bytes the send queue may hold before :meth:`send` drops; -1 when unknown."""
+        return -1
+
+    def send_queue_length(self) -> int:
+        """Bytes queued by :meth:`send` and not yet written out; -1 when the transport cannot
+        tell (its packets are then never congestion-marked).  Called for every packet sent:
+        subclasses keep it to an attribute read or two."""
+        return -1
 
     @abstractmethod
     def send(self, wire: bytes) -> None:

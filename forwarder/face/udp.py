@@ -81,6 +81,18 @@ class UdpTransport(Transport):
         # set on every datagram, cleared by the idle sweep: a flag is cheaper than a clock read
         self.active = True
 
+    @property
+    def send_queue_capacity(self) -> int:
+        return self.send_limit
+
+    def send_queue_length(self) -> int:
+        # the socket's user-space buffer, shared by every peer of a listener: it only fills
+        # when the kernel's send buffer is full, and then it is congestion for all of them
+        dgram = self._owner.dgram
+        if dgram is None:
+            return -1
+        return dgram.get_write_buffer_size()  # type: ignore[attr-defined,no-any-return]
+
     def send(self, wire: bytes) -> None:
         dgram = self._owner.dgram
         if dgram is None or self.closed:
