@@ -206,6 +206,8 @@ async def test_unix_face_marks_when_its_socket_buffer_fills(workdir: Path) -> No
         await wait_until(lambda: sink.interests)
         face = table[sink.interests[0][0]]
         assert face.transport.send_queue_capacity > 2 * DEFAULT_CONGESTION_THRESHOLD
+        # one mark per minute: however slowly a loaded machine runs the loop below, one mark
+        face.link.configure_congestion(DEFAULT_CONGESTION_THRESHOLD, 60.0)
         data = [make_data(from_uri(f"/u/{i}"), bytes(CHUNK)) for i in range(BURST)]
         queued_before = []
         for wire in data:

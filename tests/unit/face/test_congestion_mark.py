@@ -212,7 +212,8 @@ def test_memory_face_marks_on_its_peers_inbox_and_mark_survives_fragmentation() 
     counters: Counter[str] = Counter()
     soon = ManualSoon()
     ta, tb = memory_pair(counters, mtu=1400, call_soon=soon)
-    a, b = Face(ta), Face(tb)
+    # one mark per minute: however slowly a loaded machine sends the burst, one mark
+    a, b = Face(ta, congestion_interval=60.0), Face(tb)
     sink = RecordingSink()
     b.sink = sink
     assert ta.send_queue_capacity == ta.queue_limit
