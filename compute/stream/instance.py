@@ -1,0 +1,274 @@
+"""One operator instance (an operator's partition) at work: read one batch from each input
+stream in a fixed order, run the operator, publish the output as the next batches of its
+stream, and checkpoint now and then.
+
+Push-back: before each step the instance waits until its stream has room (its slowest reader
+is less than ``buffer`` batches behind); meanwhile it asks its own inputs for nothing new, so a
+slow sink stops the operators before it, step by step, back to the source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from compute.stream.batch import NO_WATERMARK, Batch, Record, encode_batches
+from compute.stream.checkpoint import Checkpoints, Entry
+from compute.stream.graph import (
+    SINKS,
+    SOURCES,
+    FilterOp,
+    FlatMapOp,
+    Graph,
+    JoinOp,
+    KeyByOp,
+    MapOp,
+    WindowOp,
+    instance_id,
+)
+from compute.stream.inlet import Inlet
+from compute.stream.names import FlowNames
+from compute.stream.operators import JoinStep, KeyByStep, MapStep, Step, WindowStep
+from compute.stream.outbox import Outbox
+from compute.stream.sinks import Sink, make_sink
+from compute.stream.sourcelog import SourceLog
+from compute.stream.sources import Source, make_source
+from icn.endpoint import Endpoint
+
+log = logging.getLogger(__name__)
+REPORT_EVERY = 0.05  # seconds between progress reports to producers (when there is progress)
+REPORT_IDLE = 0.5  # ... and at least this often (a restarted producer learns where we are)
+
+
+def make_step(graph: Graph, name: str, p: int, counters: Counter[str]) -> Step:
+    op = graph.ops[name]
+    if isinstance(op, MapOp | FilterOp | FlatMapOp):
+        return MapStep(op, counters)
+    if isinstance(op, KeyByOp):
+        return KeyByStep(op, p, graph.partitions[name], counters)
+    if isinstance(op, WindowOp):
+        return WindowStep(op, counters)
+    if isinstance(op, JoinOp):
+        n_left = len([s for s in graph.inputs_of(name, p) if s[0] == op.left])
+        return JoinStep(op, n_left, counters)
+    raise TypeError(f"{name}: no step for {op.type}")
+
+
+class Instance:
+    def __init__(
+        self,
+        graph: Graph,
+        name: str,
+        partition: int,
+        ep: Endpoint,
+        *,
+        state_dir: Path | None = None,
+        register: bool = True,
+    ) -> None:
+        self.graph = graph
+        self.name = name
+        self.partition = partition
+        self.id = instance_id(name, partition)
+        self.ep = ep
+        self.register = register
+        self.counters: Counter[str] = Counter()
+        self.op = graph.ops[name]
+        settings = graph.settings
+        self.names = FlowNames(graph.flow)
+        self.stream = self.names.stream(name, partition)
+        self.readers = graph.consumers_of((name, partition))
+        self.checkpoint_every = settings.checkpoint
+        base = Path(settings.state_dir or "state") if state_dir is None else state_dir
+        stem = f"{graph.flow.strip('/').replace('/', '_')}/{self.id}"
+        self.checkpoints = Checkpoints(base / f"{stem}.ckpt") if self.checkpoint_every else None
+        self.source: Source | None = None
+        self.sink: Sink | None = None
+        self.step: Step | None = None
+        n = graph.partitions[name]
+        if isinstance(self.op, SOURCES):
+            self.source = make_source(self.op, self.id, partition, n, self.counters)
+        elif isinstance(self.op, SINKS):
+            self.sink = make_sink(self.op, self.id, partition, self.counters)
+        else:
+            self.step = make_step(graph, name, partition, self.counters)
+        self.log = SourceLog(base / f"{stem}.log") if self.source and self.source.logged else None
+        self.in_pos = 0
+        self.watermark = NO_WATERMARK
+        self.outbox: Outbox | None = None
+        self.inlets: list[Inlet] = []
+        self.done = asyncio.Event()  # every input consumed and (sinks) written
+        self._last_report = (-1, -1)
+        self._last_report_at = 0.0
+
+    # ---- start and restore --------------------------------------------------------------------
+
+    def _restore(self) -> tuple[int, dict[str, tuple[int, int]]]:
+        """The input position and output sequence to resume from; the readers' positions."""
+        if self.checkpoints is None:
+            return 0, {}
+        self.checkpoints.load()
+        readers = self.checkpoints.readers
+        entry = self.checkpoints.restore_point()
+        if entry is None:
+            return 0, readers
+        self.in_pos = entry.in_pos
+        state = entry.state
+        if self.step is not None:
+            self.step.restore(state["step"])
+        if self.source is not None:
+            self.source.restore(state["source"])
+        if self.sink is not None:
+            self.sink.restore(state["sink"])
+        self.watermark = state["wm"]
+        self.counters["restored"] += 1
+        log.info("%s: resumed from its checkpoint at input %d", self.id, entry.in_pos)
+        return entry.out_seq, readers
+
+    async def open(self) -> None:
+        out_seq, readers = self._restore()
+        s = self.graph.settings
+        if self.sink is None:
+            self.outbox = Outbox(
+                self.ep,
+                self.stream,
+                self.readers,
+                buffer=s.buffer,
+                counters=self.counters,
+                next_seq=out_seq,
+                positions=readers,
+            )
+            if self.log is not None:
+                for seq, content in sorted(self.log.load().items()):
+                    self.outbox.restore(seq, content)
+            await self.outbox.start(register=self.register)
+        for up, q in self.graph.inputs_of(self.name, self.partition):
+            inlet = Inlet(
+                self.ep,
+                self.names.stream(up, q),
+                self.id,
+                next_seq=self.in_pos,
+                max_window=s.window,
+                lifetime_ms=max(1, round(s.lifetime * 1000)),
+                counters=self.counters,
+            )
+            inlet.start()
+            self.inlets.append(inlet)
+        if self.source is not None:
+            await self.source.open()
+        if self.sink is not None:
+            await self.sink.open()
+
+    async def close(self) -> None:
+        for inlet in self.inlets:
+            await inlet.close()
+        if self.outbox is not None:
+            await self.outbox.close()
+        for part in (self.source, self.sink):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    await part.close()
+
+    # ---- running ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Steps until every input has ended (forever for an endless source)."""
+        last_ckpt = time.monotonic()
+        reporter = asyncio.ensure_future(self._report_loop()) if self.inlets else None
+        try:
+            while True:
+                if self.outbox is not None:
+                    await self.outbox.wait_room()
+                records, watermark, end = await self._one_step()
+                await self._emit(records, watermark, end)
+                self.in_pos += 1
+                self.watermark = max(self.watermark, watermark)
+                self.counters["steps"] += 1
+                now = time.monotonic()
+                if self.checkpoint_every and (end or now - last_ckpt >= self.checkpoint_every):
+                    self._checkpoint()
+                    last_ckpt = now
+                self._report()
+                if end:
+                    break
+            self.done.set()
+        finally:
+            if reporter is not None:
+                reporter.cancel()
+
+    async def _one_step(self) -> tuple[list[Record], int, bool]:
+        if self.source is not None:
+            return await self.source.step()
+        batches: list[Batch] = [await inlet.get() for inlet in self.inlets]
+        watermark = min(inlet.watermark for inlet in self.inlets)
+        ended = all(inlet.ended for inlet in self.inlets)
+        if self.step is None:
+            return [r for b in batches for r in b.records], watermark, ended
+        return self.step.run(batches, watermark, ended), watermark, ended
+
+    async def _emit(self, records: list[Record], watermark: int, end: bool) -> None:
+        if self.sink is not None:
+            await self.sink.write(records)
+            return
+        assert self.outbox is not None
+        self.counters["records"] += len(records)
+        for content in encode_batches(
+            records,
+            max(watermark, self.watermark),
+            end,
+            limit=self.graph.settings.batch_bytes,
+            previous_watermark=self.watermark,
+        ):
+            if self.log is not None:
+                self.log.append(self.outbox.next_seq, content)
+            self.outbox.put(content)
+        if self.source is not None:
+            self.source.acknowledge()
+        if self.log is not None:
+            self.log.forget_below(self.outbox.low)
+
+    def _checkpoint(self) -> None:
+        assert self.checkpoints is not None
+        state: dict[str, Any] = {"wm": self.watermark}
+        if self.step is not None:
+            state["step"] = self.step.snapshot()
+        if self.source is not None:
+            state["source"] = self.source.snapshot()
+        if self.sink is not None:
+            self.sink.sync()
+            state["sink"] = self.sink.snapshot()
+        out_seq = self.outbox.next_seq if self.outbox is not None else 0
+        readers = dict(self.outbox.positions) if self.outbox is not None else {}
+        self.checkpoints.save(Entry(self.in_pos, out_seq, state), readers)
+        self.counters["checkpoints"] += 1
+
+    # ---- progress reports to producers ----------------------------------------------------
+
+    @property
+    def durable(self) -> int:
+        if self.checkpoints is None:
+            return self.in_pos
+        oldest = self.checkpoints.oldest_input
+        return 0 if oldest is None else oldest
+
+    def _report(self, force: bool = False) -> None:
+        now = time.monotonic()
+        position = (self.in_pos, self.durable)
+        if not self.inlets or (
+            not force
+            and (position == self._last_report or now - self._last_report_at < REPORT_EVERY)
+        ):
+            return
+        for inlet in self.inlets:
+            inlet.report(*position)
+        self._last_report, self._last_report_at = position, now
+
+    async def _report_loop(self) -> None:
+        while True:
+            await asyncio.sleep(REPORT_EVERY)
+            idle = time.monotonic() - self._last_report_at >= REPORT_IDLE
+            self._report(force=idle or self.in_pos > self._last_report[0])

@@ -1,0 +1,178 @@
+"""The producer side of one stream: its batches, served by name, kept until every reader has
+them in a checkpoint, and the push-back that stops an operator running ahead of its slowest
+reader.
+
+An Interest for a batch not produced yet is held (up to its lifetime) and answered the moment
+the batch exists.  Readers report progress with Interests of their own
+(``.../ack/<reader>/<consumed>/<durable>``): a stream is shared through PIT aggregation and
+caches, so the producer cannot count readers from the batch Interests it sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from compute.stream.names import Ack, FlowNames
+from icn.endpoint import Endpoint, Reply
+from icn.packet import InterestView
+
+MAX_HELD = 65536  # Interests waiting for batches not produced yet
+HOLD_AHEAD = 4096  # ... at most this far past the newest batch
+RETAIN_FACTOR = 16  # batches kept for readers' checkpoints: at most buffer x this
+
+
+class Outbox:
+    def __init__(
+        self,
+        ep: Endpoint,
+        stream: bytes,
+        readers: list[str],
+        *,
+        buffer: int,
+        counters: Counter[str],
+        next_seq: int = 0,
+        positions: dict[str, tuple[int, int]] | None = None,
+    ) -> None:
+        self.ep = ep
+        self.stream = stream
+        self.buffer = buffer
+        self.counters = counters
+        self.next_seq = next_seq
+        # reader -> (consumed, durable); a reader not heard from yet has nothing
+        known = positions or {}
+        self.positions = {r: known.get(r, (0, 0)) for r in readers}
+        self._wires: dict[int, bytes] = {}
+        self._answered: set[int] = set()
+        self._held: dict[int, list[tuple[Reply, float]]] = {}
+        self._n_held = 0
+        self._room = asyncio.Event()
+        self._registered = False
+        self._update_room()
+
+    async def start(self, register: bool = True) -> None:
+        if register:
+            await self.ep.register(self.stream, self.handle)
+            self._registered = True
+        else:
+            self.ep.add_handler(self.stream, self.handle)
+
+    async def close(self) -> None:
+        if self._registered and not self.ep.closed:
+            try:
+                await self.ep.unregister(self.stream)
+            except Exception:  # the forwarder may be gone already: nothing left to withdraw
+                self.ep.remove_handler(self.stream)
+        else:
+            self.ep.remove_handler(self.stream)
+        self._held.clear()
+
+    # ---- producing ---------------------------------------------------------------------------
+
+    @property
+    def low(self) -> int:
+        """The oldest batch some reader may still need."""
+        return min((d for _, d in self.positions.values()), default=self.next_seq)
+
+    @property
+    def slowest(self) -> int:
+        return min((c for c, _ in self.positions.values()), default=self.next_seq)
+
+    async def wait_room(self) -> None:
+        """Return once one more batch fits: fewer than ``buffer`` batches ahead of the slowest
+        reader, and fewer than ``buffer * 16`` kept for readers' checkpoints."""
+        while not self._room.is_set():
+            self.counters["pushed_back"] += 1
+            await self._room.wait()
+
+    def put(self, content: bytes) -> int:
+        """Publish ``content`` as the next batch and answer whoever waits for it."""
+        seq = self.next_seq
+        self.next_seq += 1
+        wire = self.ep.make_data(FlowNames.batch(self.stream, seq), content)
+        if self.positions:  # a stream nobody reads keeps nothing
+            self._wires[seq] = wire
+        self.counters["batches"] += 1
+        waiting = self._held.pop(seq, None)
+        if waiting:
+            self._n_held -= len(waiting)
+            now = asyncio.get_running_loop().time()
+            live: list[Reply] = []
+            for reply, expiry in waiting:
+                # a retransmission held beside the Interest it repeats shares its reply path
+                if expiry > now and reply not in live:
+                    live.append(reply)
+            for reply in live:
+                self._send(seq, wire, reply)
+        self._update_room()
+        return seq
+
+    def restore(self, seq: int, content: bytes) -> None:
+        """Put back a batch kept in a source's log (before any new one is produced)."""
+        self._wires[seq] = self.ep.make_data(FlowNames.batch(self.stream, seq), content)
+        self.next_seq = max(self.next_seq, seq + 1)
+        self._update_room()
+
+    def _update_room(self) -> None:
+        ahead = self.next_seq - self.slowest
+        kept = self.next_seq - self.low
+        if ahead < self.buffer and kept < self.buffer * RETAIN_FACTOR:
+            self._room.set()
+        else:
+            self._room.clear()
+
+    def _forget(self) -> None:
+        low = self.low
+        for seq in [s for s in self._wires if s < low]:
+            del self._wires[seq]
+            self._answered.discard(seq)
+
+    # ---- answering ---------------------------------------------------------------------------
+
+    def handle(self, iv: InterestView, reply: Reply) -> None:
+        what = FlowNames.parse(self.stream, iv.name)
+        if isinstance(what, Ack):
+            self._on_ack(what, reply, iv.name)
+            return
+        if what is None:
+            self.counters["drop_bad_name"] += 1
+            return
+        seq = what
+        wire = self._wires.get(seq)
+        if wire is not None:
+            self._send(seq, wire, reply)
+            return
+        if seq < self.next_seq:
+            # every reader said it had this one in a checkpoint; the asker is not a reader
+            # of ours, or restarted from an older checkpoint than it reported
+            self.counters["drop_batch_gone"] += 1
+            return
+        if seq >= self.next_seq + HOLD_AHEAD or self._n_held >= MAX_HELD:
+            self.counters["drop_held_full"] += 1
+            return
+        expiry = asyncio.get_running_loop().time() + iv.lifetime / 1000.0
+        self._held.setdefault(seq, []).append((reply, expiry))
+        self._n_held += 1
+
+    def _on_ack(self, ack: Ack, reply: Reply, name: bytes) -> None:
+        reply(self.ep.make_data(name, b"", freshness=0))
+        old = self.positions.get(ack.reader)
+        if old is None:
+            self.counters["drop_ack_unknown_reader"] += 1
+            return
+        # reports can arrive out of order: positions only move forward
+        new = (max(old[0], min(ack.consumed, self.next_seq)), max(old[1], ack.durable))
+        if new != old:
+            self.positions[ack.reader] = new
+            self._forget()
+            self._update_room()
+
+    def _send(self, seq: int, wire: bytes, reply: Reply) -> None:
+        if seq in self._answered:
+            self.counters["batches_resent"] += 1
+            self.counters["bytes_resent"] += len(wire)
+        else:
+            self._answered.add(seq)
+            self.counters["batches_sent"] += 1
+            self.counters["bytes_sent"] += len(wire)
+        reply(wire)
