@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from apps import cli_mgmt, cli_rmi, cli_tools
+from apps.cli_flow import flow_app
 from apps.cli_scenario import scenario_app
 from icn.errors import ConfigError, IcnError
 
@@ -18,6 +19,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="ICN forwarde
 loadgen_app = typer.Typer(no_args_is_help=True, help="Lean consumer and producer for load tests.")
 app.add_typer(loadgen_app, name="loadgen")
 app.add_typer(scenario_app, name="scenario")
+app.add_typer(flow_app, name="flow")
 
 
 def _fail(msg: str, code: int = 1) -> None:

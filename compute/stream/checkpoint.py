@@ -78,8 +78,3 @@ class Checkpoints:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-
-    @property
-    def oldest_input(self) -> int | None:
-        """The input position of the oldest entry kept: where a restart may resume reading."""
-        return self.entries[0].in_pos if self.entries else None

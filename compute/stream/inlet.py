@@ -253,8 +253,8 @@ class Inlet:
             self.cwnd = min(float(self.max_window), self.cwnd + 1.0 / self.cwnd)
         if seq >= self.next_deliver and seq not in self._got:
             self._got[seq] = batch
-            self.counters["batches"] += 1
-            self.counters["records"] += len(batch.records)
+            self.counters["batches_in"] += 1
+            self.counters["records_in"] += len(batch.records)
         if seq > self._highest:
             for other, waiting in self._asked.items():
                 if other < seq:

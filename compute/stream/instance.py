@@ -33,7 +33,7 @@ from compute.stream.graph import (
 )
 from compute.stream.inlet import Inlet
 from compute.stream.names import FlowNames
-from compute.stream.operators import JoinStep, KeyByStep, MapStep, Step, WindowStep
+from compute.stream.operators import JoinStep, KeyByStep, MapStep, Step, WindowStep, load_fn
 from compute.stream.outbox import Outbox
 from compute.stream.sinks import Sink, make_sink
 from compute.stream.sourcelog import SourceLog
@@ -102,8 +102,18 @@ class Instance:
         self.outbox: Outbox | None = None
         self.inlets: list[Inlet] = []
         self.done = asyncio.Event()  # every input consumed and (sinks) written
+        self._reporter: asyncio.Future[None] | None = None
         self._last_report = (-1, -1)
         self._last_report_at = 0.0
+
+    @staticmethod
+    def check(graph: Graph, name: str) -> None:
+        """Import the functions operator ``name`` names (GraphError naming the field)."""
+        op = graph.ops[name]
+        for field in ("fn", "reduce"):
+            ref = getattr(op, field, None)
+            if ref:
+                load_fn(ref, f"{graph.source}: {name}.{field}")
 
     # ---- start and restore --------------------------------------------------------------------
 
@@ -164,6 +174,8 @@ class Instance:
             await self.sink.open()
 
     async def close(self) -> None:
+        if self._reporter is not None:
+            self._reporter.cancel()
         for inlet in self.inlets:
             await inlet.close()
         if self.outbox is not None:
@@ -178,27 +190,27 @@ class Instance:
     async def run(self) -> None:
         """Steps until every input has ended (forever for an endless source)."""
         last_ckpt = time.monotonic()
-        reporter = asyncio.ensure_future(self._report_loop()) if self.inlets else None
-        try:
-            while True:
-                if self.outbox is not None:
-                    await self.outbox.wait_room()
-                records, watermark, end = await self._one_step()
-                await self._emit(records, watermark, end)
-                self.in_pos += 1
-                self.watermark = max(self.watermark, watermark)
-                self.counters["steps"] += 1
-                now = time.monotonic()
-                if self.checkpoint_every and (end or now - last_ckpt >= self.checkpoint_every):
-                    self._checkpoint()
-                    last_ckpt = now
-                self._report()
-                if end:
-                    break
-            self.done.set()
-        finally:
-            if reporter is not None:
-                reporter.cancel()
+        if self.inlets:
+            # kept up after the last step too, until close(): a lost final report is repeated
+            self._reporter = asyncio.ensure_future(self._report_loop())
+        while True:
+            if self.outbox is not None:
+                await self.outbox.wait_room()
+            records, watermark, end = await self._one_step()
+            await self._emit(records, watermark, end)
+            self.in_pos += 1
+            self.watermark = max(self.watermark, watermark)
+            self.counters["steps"] += 1
+            now = time.monotonic()
+            if self.checkpoint_every and (end or now - last_ckpt >= self.checkpoint_every):
+                self._checkpoint()
+                last_ckpt = now
+            self._report()
+            if end:
+                break
+        if self.outbox is not None:
+            await self.outbox.drained()  # readers have every batch, in a checkpoint
+        self.done.set()
 
     async def _one_step(self) -> tuple[list[Record], int, bool]:
         if self.source is not None:
@@ -250,10 +262,12 @@ class Instance:
 
     @property
     def durable(self) -> int:
+        """The input position a restart would resume from (producers keep what follows)."""
         if self.checkpoints is None:
             return self.in_pos
-        oldest = self.checkpoints.oldest_input
-        return 0 if oldest is None else oldest
+        readers = self.outbox.positions if self.outbox is not None else {}
+        point = self.checkpoints.restore_point(readers)
+        return 0 if point is None else point.in_pos
 
     def _report(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -47,6 +47,7 @@ class Outbox:
         self._held: dict[int, list[tuple[Reply, float]]] = {}
         self._n_held = 0
         self._room = asyncio.Event()
+        self._drained = asyncio.Event()
         self._registered = False
         self._update_room()
 
@@ -84,6 +85,13 @@ class Outbox:
         while not self._room.is_set():
             self.counters["pushed_back"] += 1
             await self._room.wait()
+
+    async def drained(self) -> None:
+        """Return once every reader has every batch in a checkpoint (an ended stream's
+        producer may go then)."""
+        while self.low < self.next_seq:
+            self._drained.clear()
+            await self._drained.wait()
 
     def put(self, content: bytes) -> int:
         """Publish ``content`` as the next batch and answer whoever waits for it."""
@@ -156,16 +164,21 @@ class Outbox:
 
     def _on_ack(self, ack: Ack, reply: Reply, name: bytes) -> None:
         reply(self.ep.make_data(name, b"", freshness=0))
+        self.counters["reports_answered"] += 1
         old = self.positions.get(ack.reader)
         if old is None:
             self.counters["drop_ack_unknown_reader"] += 1
             return
         # reports can arrive out of order: positions only move forward
-        new = (max(old[0], min(ack.consumed, self.next_seq)), max(old[1], ack.durable))
+        new = (
+            max(old[0], min(ack.consumed, self.next_seq)),
+            max(old[1], min(ack.durable, self.next_seq)),
+        )
         if new != old:
             self.positions[ack.reader] = new
             self._forget()
             self._update_room()
+            self._drained.set()
 
     def _send(self, seq: int, wire: bytes, reply: Reply) -> None:
         if seq in self._answered:
