@@ -197,20 +197,19 @@ class WindowState:
     def _fold(self, start: int, key: Hashable, value: Any, fired: bool) -> bool:
         """Folds into window ``start``'s accumulator of ``key``; False when state is full."""
         accs = self._windows.get(start)
-        if accs is None:
-            if self._open >= self.max_open_windows:
-                self._counters["state_full"] += 1
-                return False
-            accs = self._windows[start] = {}
-            heappush(self._fired if fired else self._pending, start)
-        acc = accs.get(key, _MISSING)
-        if acc is not _MISSING:
-            accs[key] = self._add(acc, value)
-            return True
+        if accs is not None:
+            acc = accs.get(key, _MISSING)
+            if acc is not _MISSING:
+                accs[key] = self._add(acc, value)
+                return True
         if self._open >= self.max_open_windows:
             self._counters["state_full"] += 1
             return False
-        accs[key] = self._add(self._create(), value)
+        acc = self._add(self._create(), value)  # a bad value raises before anything is held
+        if accs is None:
+            accs = self._windows[start] = {}
+            heappush(self._fired if fired else self._pending, start)
+        accs[key] = acc
         self._open += 1
         return True
 
