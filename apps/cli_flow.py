@@ -126,6 +126,12 @@ async def _run(graph, which, connect, state_dir, timeout, quiet) -> int:  # type
     code = 0
     try:
         await flow.start()
+        for inst in flow.instances:
+            if inst.counters["restored"]:
+                print(
+                    f"{inst.id}: resumed from its checkpoint at input {inst.in_pos}",
+                    file=sys.stderr,
+                )
         waiter = asyncio.ensure_future(
             flow.wait(
                 timeout,

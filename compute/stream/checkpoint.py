@@ -6,7 +6,8 @@ the newest entry its readers do not need to go back behind (``out_seq`` at most 
 reader's durable position) and produces the same batches again from there, so readers that
 were further on lose nothing and get nothing twice.  Older entries are dropped once no reader
 can need them; the instance tells its own producers it needs input from the oldest entry it
-keeps.  The file is replaced atomically (write, fsync, rename): a crash leaves the old one.
+keeps.  (How many are kept is bounded by the producer's push-back: an operator whose readers'
+checkpoints lag stops stepping, hence checkpointing, at ``buffer x 16`` batches ahead.)  The file is replaced atomically (write, fsync, rename): a crash leaves the old one.
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ from typing import Any
 import msgpack
 
 from compute.stream.errors import StreamError
-
-MAX_ENTRIES = 16  # beyond: the oldest go (a reader that far behind re-reads from a source log)
-
 
 @dataclass
 class Entry:
@@ -65,7 +63,6 @@ class Checkpoints:
         point = self.restore_point(readers)
         if point is not None:
             self.entries = self.entries[self.entries.index(point) :]
-        self.entries = self.entries[-MAX_ENTRIES:]
         self.readers = dict(readers)
         data = {
             "entries": [[e.in_pos, e.out_seq, e.state] for e in self.entries],

@@ -172,6 +172,8 @@ class Instance:
             await self.source.open()
         if self.sink is not None:
             await self.sink.open()
+        if self.checkpoints is not None and not self.checkpoints.entries:
+            self._checkpoint()  # the start is a restore point too: a reader may need it
 
     async def close(self) -> None:
         if self._reporter is not None:

@@ -56,6 +56,16 @@ def hashable(key: Any) -> Any:
     return tuple(hashable(k) for k in key) if type(key) is list else key
 
 
+WINDOW_COUNTERS = ("late_dropped", "late_fired", "state_full")
+
+
+def _copy_counters(source: Counter[str], into: Counter[str]) -> None:
+    """A window's drop counters, as the instance's (late records are dropped, not errors)."""
+    for name in WINDOW_COUNTERS:
+        if source[name]:
+            into[name] = source[name]
+
+
 class Step:
     """An operator between an instance's input batches and its output records."""
 
@@ -155,6 +165,7 @@ class WindowStep(Step):
                 except Exception as exc:
                     self._failed(rec, exc)
         out += state.flush() if ended or watermark >= END_OF_TIME else state.advance(watermark)
+        _copy_counters(state.counters, self.counters)
         return [list(o) for o in out]
 
     def snapshot(self) -> Any:
@@ -179,6 +190,7 @@ class JoinStep(Step):
             for rec in batch.records:
                 add(hashable(rec[1]), rec[0], rec[2])
         out = state.flush() if ended or watermark >= END_OF_TIME else state.advance(watermark)
+        _copy_counters(state.counters, self.counters)
         return [list(o) for o in out]
 
     def snapshot(self) -> Any:
