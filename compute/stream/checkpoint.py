@@ -7,7 +7,8 @@ reader's durable position) and produces the same batches again from there, so re
 were further on lose nothing and get nothing twice.  Older entries are dropped once no reader
 can need them; the instance tells its own producers it needs input from the oldest entry it
 keeps.  (How many are kept is bounded by the producer's push-back: an operator whose readers'
-checkpoints lag stops stepping, hence checkpointing, at ``buffer x 16`` batches ahead.)  The file is replaced atomically (write, fsync, rename): a crash leaves the old one.
+checkpoints lag stops stepping, hence checkpointing, at ``buffer x 16`` batches ahead.)
+The file is replaced atomically (write, fsync, rename): a crash leaves the old one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import msgpack
 
 from compute.stream.errors import StreamError
+
 
 @dataclass
 class Entry:
