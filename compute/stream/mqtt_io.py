@@ -89,11 +89,10 @@ def _check(who: str, host: str, port: int, client_id: str, qos: int) -> None:
 
 
 class _Link:
-    """One connection: its aiomqtt client, its number, and ``lost``, done when it drops."""
+    """One connection: its aiomqtt client, and ``lost``, done when it drops."""
 
-    def __init__(self, client: aiomqtt.Client, number: int, counters: Counter[str]) -> None:
+    def __init__(self, client: aiomqtt.Client, counters: Counter[str]) -> None:
         self.client = client
-        self.number = number
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._watch = asyncio.create_task(self._watch_loop(counters))
 
@@ -179,9 +178,9 @@ class _Endpoint:
             await client.__aenter__()
         except BaseException:
             with contextlib.suppress(Exception):
-                paho_client.disconnect()  # a CONNACK that comes late must not leave a session
+                paho_client.disconnect()  # a connection whose CONNACK came too late is not kept
             raise
-        return _Link(client, self._links, self.counters)
+        return _Link(client, self.counters)
 
     async def _connect(self, within: float) -> _Link:
         """Connect, retrying with doubling delays (at most ``max_backoff`` apart) for up to
@@ -202,7 +201,7 @@ class _Endpoint:
                 left = deadline - time.monotonic()
                 if self._closed or left <= 0:
                     raise MqttUnavailable(
-                        f"no MQTT broker answers at {self.host}:{self.port} within {within:g} s "
+                        f"no MQTT broker answers at {self.host}:{self.port} within {within:.3g} s "
                         f"({exc}): start one there (e.g. mosquitto -p {self.port}) or check "
                         "the host and port"
                     ) from None
@@ -255,6 +254,7 @@ class MqttSource(_Endpoint):
         self._connections = 0
         self._session_present = False
         self._paused: paho.Client | None = None  # the client whose reader is off the loop
+        self._failure: Exception | None = None  # why the source stopped reconnecting
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -425,16 +425,23 @@ class MqttSource(_Endpoint):
             self._paused = None
             self._unacked.clear()  # their PUBACKs would go nowhere: the broker sends them again
             await link.close()
-            self._link = await self._connect_and_subscribe(math.inf)
+            try:
+                self._link = await self._connect_and_subscribe(math.inf)
+            except Exception as exc:  # the broker now refuses us or the subscription
+                self._failure = exc
+                self._arrived.set()
+                return
             self.counters["reconnects"] += 1
 
     async def get(self, max_n: int, timeout: float) -> list[MqttMessage]:
         """Up to ``max_n`` messages that have arrived, waiting at most ``timeout`` s for the
-        first; [] when none came."""
+        first; [] when none came.  Raises what stopped the source from reconnecting."""
         if max_n < 1:
             raise ValueError(f"MqttSource.get max_n={max_n}: ask for at least 1 message")
         deadline = time.monotonic() + timeout
         while not self._buffer:
+            if self._failure is not None:
+                raise self._failure
             left = deadline - time.monotonic()
             if left <= 0 or self._closed:
                 return []

@@ -245,6 +245,35 @@ async def test_source_and_sink_reconnect_across_a_broker_restart(
         await sink.close()
 
 
+async def test_messages_unread_at_a_drop_come_once_more_from_the_broker(
+    broker: MosquittoBroker,
+) -> None:
+    source = MqttSource(broker.host, broker.port, TOPIC, client_id="unread", max_backoff=0.2)
+    sink = MqttSink(broker.host, broker.port, client_id="unread-pub")
+    await source.start()
+    await sink.start()
+    try:
+        sent = payloads(50)
+        await publish_all(sink, sent)
+        async with asyncio.timeout(5):
+            while source.buffered < 50:
+                await asyncio.sleep(0.02)
+        await sink.close()
+        await broker.restart()  # 50 read from the socket, none taken: all go back to the broker
+        async with asyncio.timeout(10):
+            while not source.counters["reconnects"]:
+                await asyncio.sleep(0.02)
+        got = await collect(source, set(sent), within=5)
+        got += await drain(source)
+        # the copies read over the lost connection are dropped: the broker's come, once
+        assert [m.payload for m in got] == sent
+        assert source.counters["stale_dropped"] == 50
+        assert source.counters["acked"] == 50
+    finally:
+        await source.close()
+        await sink.close()
+
+
 async def test_source_stops_reading_when_max_buffered_wait(broker: MosquittoBroker) -> None:
     source = MqttSource(broker.host, broker.port, TOPIC, client_id="slow", max_buffered=20)
     sink = MqttSink(broker.host, broker.port, client_id="slow-pub")
@@ -280,6 +309,24 @@ async def test_no_broker_at_start_is_a_clear_error() -> None:
         await sink.start()
     assert time.monotonic() - t0 < 5
     assert source.counters["connect_failures"] >= 2  # it retried within the bound
+
+
+async def test_sink_gives_up_after_retry_for_when_the_broker_is_gone(
+    broker: MosquittoBroker,
+) -> None:
+    sink = MqttSink(broker.host, broker.port, client_id="gone", retry_for=1.0, max_backoff=0.2)
+    await sink.start()
+    try:
+        await sink.publish(TOPIC, b"before")
+        await broker.stop()
+        t0 = time.monotonic()
+        with pytest.raises(MqttUnavailable, match=rf"127\.0\.0\.1:{broker.port}"):
+            await sink.publish(TOPIC, b"after")
+        assert time.monotonic() - t0 < 5
+        assert sink.counters["published"] == 1
+        assert sink.counters["connect_failures"] >= 2  # it tried again within retry_for
+    finally:
+        await sink.close()
 
 
 @pytest.mark.parametrize(
