@@ -499,7 +499,9 @@ class MqttSource(_Endpoint):
 class MqttSink(_Endpoint):
     """``await publish(topic, payload)`` returns once the broker has the message (PUBACK at
     QoS 1).  A dropped connection is re-made and the message published again, for up to
-    ``retry_for`` seconds; then :class:`MqttUnavailable`."""
+    ``retry_for`` seconds; then :class:`MqttUnavailable`.  Publishes may run concurrently (in
+    call order on the wire, but for those published again); beyond ``max_in_flight`` at once
+    they wait their turn."""
 
     who = "MqttSink"
 
@@ -515,16 +517,21 @@ class MqttSink(_Endpoint):
         retry_for: float = 30.0,
         max_backoff: float = 5.0,
         keepalive: int = 10,
+        max_in_flight: int = 1000,
     ) -> None:
         super().__init__(
             host, port, client_id, qos, timeout, connect_timeout, max_backoff, keepalive
         )
+        if max_in_flight < 1:
+            raise ConfigError(f"MqttSink max_in_flight={max_in_flight!r}: give 1 or more")
         self.retry_for = retry_for
+        self.max_in_flight = max_in_flight
+        self._slots = asyncio.Semaphore(max_in_flight)
         self._reconnecting: asyncio.Lock = asyncio.Lock()
 
     def _client(self) -> aiomqtt.Client:
         # a publisher keeps no session: what it has not got a PUBACK for, it publishes again
-        return aiomqtt.Client(
+        client = aiomqtt.Client(
             self.host,
             self.port,
             identifier=self.client_id,
@@ -533,6 +540,9 @@ class MqttSink(_Endpoint):
             timeout=self.timeout,
             keepalive=self.keepalive,
         )
+        # aiomqtt warns on every call beyond 10 pending; ours are bounded by max_in_flight
+        client.pending_calls_threshold = self.max_in_flight
+        return client
 
     async def start(self) -> None:
         """Connect, retrying for up to ``connect_timeout`` s."""
@@ -541,6 +551,10 @@ class MqttSink(_Endpoint):
         self._link = await self._connect(self.connect_timeout)
 
     async def publish(self, topic: str, payload: bytes) -> None:
+        async with self._slots:
+            await self._publish(topic, payload)
+
+    async def _publish(self, topic: str, payload: bytes) -> None:
         deadline = time.monotonic() + self.retry_for
         while True:
             link = self._link

@@ -71,15 +71,21 @@ async def publish_all(sink: MqttSink, items: list[bytes], topic: str = TOPIC) ->
         await sink.publish(topic, p)
 
 
+async def publish_concurrently(sink: MqttSink, items: list[bytes], at_once: int) -> None:
+    for i in range(0, len(items), at_once):
+        await asyncio.gather(*(sink.publish(TOPIC, p) for p in items[i : i + at_once]))
+
+
 async def test_qos1_5000_messages_none_lost_in_order(broker: MosquittoBroker) -> None:
     # max_buffered well below the count: the source pauses and resumes its socket many times
     source = MqttSource(broker.host, broker.port, TOPIC, client_id="order", max_buffered=500)
-    sink = MqttSink(broker.host, broker.port, client_id="order-pub")
+    # publishes 400 at a time, 100 of them in flight at once: order is call order
+    sink = MqttSink(broker.host, broker.port, client_id="order-pub", max_in_flight=100)
     await source.start()
     await sink.start()
     try:
         sent = payloads(5000)
-        publisher = asyncio.create_task(publish_all(sink, sent))
+        publisher = asyncio.create_task(publish_concurrently(sink, sent, 400))
         await asyncio.sleep(0.5)  # a consumer that starts late: 500 wait, the socket pauses
         got = await collect(source, set(sent), within=20)
         await publisher
