@@ -97,6 +97,8 @@ def components_after(prefix: bytes, name: bytes) -> list[bytes] | None:
     if not name.startswith(prefix):
         return None
     rest = name[len(prefix) :]
+    if not rest:
+        return []
     try:
         ends = component_ends(rest)
     except DecodeError:

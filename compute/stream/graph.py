@@ -356,9 +356,9 @@ class Graph:
         ups = op.inputs()
         if not ups:
             n = op.partitions or 1
+            self.partitions[name], self.keyed[name] = n, False
             if isinstance(op, FileSource | MqttSource) and n != 1:
                 return [f"{name}: a {op.type} has one partition; remove partitions: {n}"]
-            self.partitions[name], self.keyed[name] = n, False
             return []
         n_in = [self.partitions[u] for u in ups]
         n = op.partitions or n_in[0]
