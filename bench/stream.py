@@ -607,6 +607,8 @@ def print_table(rows: dict[str, Measured], bw_version: str | None) -> None:
             f"{name:<24}{x.rate / y.rate:>12.2f}{x.p50 / y.p50:>10.2f}{x.p99 / y.p99:>10.2f}"
             f"{x.cpu / y.cpu:>8.2f}"
         )
+    if pairs:
+        print("(ratios a/b: records/s above 1 and p50, p99, CPU below 1 favour a)")
 
 
 def main(argv: list[str] | None = None) -> int:
