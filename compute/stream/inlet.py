@@ -22,7 +22,7 @@ from compute.stream.batch import NO_WATERMARK, Batch, decode_batch
 from compute.stream.errors import StreamError
 from compute.stream.names import FlowNames
 from icn.endpoint import Endpoint, PendingInterest
-from icn.errors import InterestNack, InterestTimeout, TooManyPending
+from icn.errors import IcnError, InterestNack, InterestTimeout, TooManyPending
 from icn.name import to_uri
 from icn.packet import DataView
 from icn.segments import data_content
@@ -126,6 +126,24 @@ class Inlet:
             return
         rec.future.add_done_callback(partial(self._reported, rec))
         self.counters["reports"] += 1
+
+    async def report_answered(self, consumed: int, durable: int, within: float) -> bool:
+        """Report until the producer answers (the last report of a reader that is about to
+        go: its producer waits for it before going too); False after ``within`` seconds."""
+        name = FlowNames.ack(self.stream, self.reader, consumed, durable)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + within
+        while (left := until - loop.time()) > 0:
+            try:
+                await self.ep.express(name, lifetime_ms=max(1, int(min(left, 0.5) * 1000)))
+                return True
+            except InterestTimeout:
+                continue
+            except (InterestNack, TooManyPending):
+                await asyncio.sleep(min(0.05, max(0.0, until - loop.time())))
+            except IcnError:  # the endpoint closed
+                return False
+        return False
 
     def _reported(self, rec: PendingInterest, fut: asyncio.Future[DataView]) -> None:
         if not fut.cancelled() and fut.exception() is not None:

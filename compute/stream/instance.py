@@ -43,6 +43,7 @@ from icn.endpoint import Endpoint
 log = logging.getLogger(__name__)
 REPORT_EVERY = 0.05  # seconds between progress reports to producers (when there is progress)
 REPORT_IDLE = 0.5  # ... and at least this often (a restarted producer learns where we are)
+FINAL_REPORT = 5.0  # seconds an ended instance keeps telling its producers it is done
 
 
 def make_step(graph: Graph, name: str, p: int, counters: Counter[str]) -> Step:
@@ -212,6 +213,13 @@ class Instance:
                 break
         if self.outbox is not None:
             await self.outbox.drained()  # readers have every batch, in a checkpoint
+        if self.inlets:
+            # only now is the last checkpoint one no reader needs to go back behind: tell the
+            # producers, which wait for it before they go in turn
+            position = (self.in_pos, self.durable)
+            await asyncio.gather(
+                *(inlet.report_answered(*position, within=FINAL_REPORT) for inlet in self.inlets)
+            )
         self.done.set()
 
     async def _one_step(self) -> tuple[list[Record], int, bool]:

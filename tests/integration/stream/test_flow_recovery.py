@@ -104,7 +104,7 @@ def test_killed_operators_resume_from_checkpoints_without_loss_or_duplicates(
         fwd = group.start("fwd", icn_argv("fwd", "--unix", str(sock)))
         fwd.wait_for("forwarder ready", stream="stderr")
         sink = flow(group, "sink", "out")
-        flow(group, "front", "gen,doubled,keyed")
+        front = flow(group, "front", "gen,doubled,keyed")
         window = flow(group, "window", "means")
 
         wait_checkpoint(state / "means.0.ckpt", 20, readers_past=10)
@@ -123,6 +123,9 @@ def test_killed_operators_resume_from_checkpoints_without_loss_or_duplicates(
         sink2 = flow(group, "sink2", "out")
         sink2.wait_for("resumed from its checkpoint", stream="stderr", timeout=20)
         assert sink2.wait(90) == 0, sink2.errors()[-2000:]
+        # the producers go by themselves once their readers have everything in a checkpoint
+        assert window2.wait(30) == 0, window2.errors()[-2000:]
+        assert front.wait(30) == 0, front.errors()[-2000:]
         assert len(resumed_at(window2)) == 2 and min(resumed_at(window2)) > 0
         assert len(resumed_at(sink2)) == 2 and max(resumed_at(sink2)) > 60
         for child in (window2, sink2):
