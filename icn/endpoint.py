@@ -414,6 +414,25 @@ class Endpoint:
         self.remove_handler(value)
         await mgmt_client.command(self, "rib", "unregister", name=value, origin=origin)
 
+    async def offer(self, prefix: NameLike, handler: Handler, *, register: bool) -> None:
+        """Serve ``prefix``: with ``register`` as :meth:`register` does, else only dispatch to
+        ``handler`` (a route installed some other way).  Undo with :meth:`withdraw`."""
+        if register:
+            await self.register(prefix, handler)
+        else:
+            self.add_handler(prefix, handler)
+
+    async def withdraw(self, prefix: NameLike, *, registered: bool) -> None:
+        """Stop serving ``prefix``; if it was registered, withdraw its route too, unless the
+        forwarder is gone already (then there is nothing left to withdraw)."""
+        if registered and not self.closed:
+            try:
+                await self.unregister(prefix)
+                return
+            except Exception:  # closed or unreachable forwarder: the route went with the face
+                pass
+        self.remove_handler(prefix)
+
     def add_handler(self, prefix: NameLike, handler: Handler) -> None:
         """Dispatch Interests under ``prefix`` to ``handler`` without touching the forwarder's
         routes (reflexive Interests, or a route installed some other way)."""

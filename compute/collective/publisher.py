@@ -53,20 +53,11 @@ class ChunkPublisher:
         self._registered = False
 
     async def start(self, register: bool = True) -> None:
-        if register:
-            await self.ep.register(self.prefix, self.handle)
-            self._registered = True
-        else:
-            self.ep.add_handler(self.prefix, self.handle)
+        await self.ep.offer(self.prefix, self.handle, register=register)
+        self._registered = register
 
     async def close(self) -> None:
-        if self._registered and not self.ep.closed:
-            try:
-                await self.ep.unregister(self.prefix)
-            except Exception:  # the forwarder may be gone already: nothing left to withdraw
-                self.ep.remove_handler(self.prefix)
-        else:
-            self.ep.remove_handler(self.prefix)
+        await self.ep.withdraw(self.prefix, registered=self._registered)
         self._held.clear()
 
     # ---- producing ---------------------------------------------------------------------------

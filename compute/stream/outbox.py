@@ -52,20 +52,11 @@ class Outbox:
         self._update_room()
 
     async def start(self, register: bool = True) -> None:
-        if register:
-            await self.ep.register(self.stream, self.handle)
-            self._registered = True
-        else:
-            self.ep.add_handler(self.stream, self.handle)
+        await self.ep.offer(self.stream, self.handle, register=register)
+        self._registered = register
 
     async def close(self) -> None:
-        if self._registered and not self.ep.closed:
-            try:
-                await self.ep.unregister(self.stream)
-            except Exception:  # the forwarder may be gone already: nothing left to withdraw
-                self.ep.remove_handler(self.stream)
-        else:
-            self.ep.remove_handler(self.stream)
+        await self.ep.withdraw(self.stream, registered=self._registered)
         self._held.clear()
 
     # ---- producing ---------------------------------------------------------------------------
