@@ -35,6 +35,7 @@ MIN_RTO = 0.05
 MAX_RTO = 2.0
 NACK_PAUSE = 0.05
 MAX_NACK_PAUSE = 1.0
+LOGGED_BAD = 5  # undecodable batches logged per input (all are counted)
 
 
 class _Asked:
@@ -74,6 +75,7 @@ class Inlet:
         self._asked: dict[int, _Asked] = {}
         self._retry: dict[int, float] = {}  # seq -> loop time to ask again (after a Nack)
         self._nack_pause = NACK_PAUSE
+        self._bad: set[int] = set()  # batches that came back undecodable
         self._got: dict[int, Batch] = {}
         self._highest = next_seq - 1
         self._srtt: float | None = None
@@ -190,7 +192,11 @@ class Inlet:
 
     def _ask(self, seq: int, now: float, tries: int) -> None:
         try:
-            rec = self.ep.start(FlowNames.batch(self.stream, seq), lifetime_ms=self.lifetime_ms)
+            rec = self.ep.start(
+                FlowNames.batch(self.stream, seq),
+                lifetime_ms=self.lifetime_ms,
+                must_be_fresh=seq in self._bad,  # past caches that may hold the bad copy
+            )
         except TooManyPending:
             self._retry[seq] = now + NACK_PAUSE
             return
@@ -246,7 +252,6 @@ class Inlet:
             self._error = exc
             self._ready.set()
         else:
-            self._nack_pause = NACK_PAUSE
             self._arrived(seq, asked, fut.result(), now)
         self._wake.set()
 
@@ -254,9 +259,18 @@ class Inlet:
         try:
             batch = decode_batch(data_content(dv))
         except StreamError as exc:
-            self._error = StreamError(f"{to_uri(FlowNames.batch(self.stream, seq))}: {exc}")
-            self._ready.set()
+            # bad input from the network is dropped and counted, never raised: asked again
+            # after a pause that doubles, with MustBeFresh (batches carry no freshness period,
+            # so no content store answers: the producer does)
+            self.counters["drop_bad_batch"] += 1
+            if self.counters["drop_bad_batch"] <= LOGGED_BAD:
+                log.warning("%s: %s", to_uri(FlowNames.batch(self.stream, seq)), exc)
+            self._bad.add(seq)
+            self._retry[seq] = now + self._nack_pause
+            self._nack_pause = min(self._nack_pause * 2, MAX_NACK_PAUSE)
             return
+        self._bad.discard(seq)
+        self._nack_pause = NACK_PAUSE
         if asked.tries == 1:  # Karn: no sample from a batch asked for twice
             sample = now - asked.sent
             if self._srtt is None:

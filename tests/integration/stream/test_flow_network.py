@@ -184,3 +184,38 @@ async def test_two_readers_share_one_stream_through_the_network(workdir: Path) -
     # every Data p sent toward m: each batch once, plus the answers to progress reports
     assert data_to_m == batches + producer["reports_answered"]
     assert cs_hits + aggregated >= batches  # the second reader never reached p
+
+
+async def test_an_undecodable_batch_is_dropped_counted_and_asked_again() -> None:
+    from collections import Counter
+
+    from compute.stream.batch import encode_batches
+    from compute.stream.inlet import Inlet
+    from compute.stream.names import FlowNames
+
+    net = await Net.start([("p", "c")])
+    try:
+        net.route("/bad", "p")
+        producer, reader = net.endpoint("p"), net.endpoint("c")
+        stream = FlowNames("/bad").stream("op", 0)
+        good = encode_batches([[1, None, "ok"]], 5, True, limit=8000, previous_watermark=0)[0]
+        asked = Counter[int]()
+
+        def answer(iv: Any, reply: Any) -> None:
+            asked[0] += 1  # garbage first: content stores keep it, MustBeFresh passes them
+            body = b"\xc1 not msgpack" if asked[0] == 1 else good
+            reply(producer.make_data(iv.name, body, freshness=0))
+
+        await producer.register(stream, answer)
+        counters: Counter[str] = Counter()
+        inlet = Inlet(reader, stream, "r.0", counters=counters, max_window=1)
+        inlet.start()
+        try:
+            async with asyncio.timeout(10):
+                batch = await inlet.get()
+        finally:
+            await inlet.close()
+    finally:
+        await net.stop()
+    assert batch.records == [[1, None, "ok"]] and batch.end
+    assert counters["drop_bad_batch"] == 1 and asked[0] == 2
