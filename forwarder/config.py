@@ -170,6 +170,15 @@ class TablesConfig(_Strict):
     strategy_choice_max_entries: int = Field(1000, ge=1)
     reflexive_max_entries: int = Field(10_000, ge=1)
     rib_max_routes: int = Field(100_000, ge=1)
+    face_share: float = Field(
+        0.25, gt=0, le=1, description="share of the PIT and reflexive table one face may fill"
+    )
+    local_reserve: float = Field(
+        0.1, ge=0, lt=1, description="share of those tables kept for local apps and management"
+    )
+    interest_lifetime_max_ms: int = Field(
+        60_000, ge=1, description="a PIT entry waits at most this long, whatever the Interest asks"
+    )
 
 
 class ForwarderConfig(_Strict):

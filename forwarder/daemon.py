@@ -54,6 +54,9 @@ def table_limits(config: ForwarderConfig) -> TableLimits:
         dnl_max_entries=t.dnl_max_entries,
         strategy_choice_max_entries=t.strategy_choice_max_entries,
         reflexive_max_entries=t.reflexive_max_entries,
+        face_share=t.face_share,
+        local_reserve=t.local_reserve,
+        interest_lifetime_max_ms=t.interest_lifetime_max_ms,
     )
 
 
@@ -214,6 +217,8 @@ class ForwarderDaemon:
                 "dnl.size": len(self.fw.dnl),
                 "rft.size": len(self.fw.rft),
                 "faces.size": len(self.faces),
+                # who was refused table room (and Nacked Congestion) most: a flood's sources
+                "fw.refused_by_face": dict(self.fw.refused_by_face.most_common(10)),
                 "uptime_s": round(time.time() - self.started_at, 3),
             }
         )

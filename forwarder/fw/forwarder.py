@@ -39,6 +39,7 @@ class Forwarder(InterestPipeline, DataPipeline, NackPipeline):
         no downstream are erased by the PIT (nobody is waiting for their Data), without
         finalize: reflexive states whose TI went with them are dropped here instead."""
         self.faces.pop(face_id, None)
+        self.refused_by_face.pop(face_id, None)
         if self.pit.remove_face(face_id) and len(self.rft):
             self.rft.prune()
         self.fib.remove_face(face_id)

@@ -22,6 +22,7 @@ from forwarder.table.limits import TableLimits
 from forwarder.table.pit import Pit, PitEntry
 from forwarder.table.reflexive import ReflexiveTable
 from forwarder.table.strategy_choice import StrategyChoice
+from icn import tlv_types as T
 
 # First name components that scope a packet (protocols.md §3.8), as TLV bytes: a name value
 # starts with its first component's TLV, so a startswith() on the name is the scope test.
@@ -48,11 +49,16 @@ class ForwarderBase:
         c = self.counters
         self.faces: dict[int, FaceLike] = {}
         self.fib = Fib(limits.fib_max_entries, c)
-        self.pit = Pit(limits.pit_max_entries, c)
+        self.pit = Pit(limits.pit_max_entries, c, limits.face_share, limits.local_reserve)
         self.cs = ContentStore(limits.cs_max_entries, limits.cs_max_bytes, c)
         self.dnl = DeadNonceList(limits.dnl_lifetime, limits.dnl_max_entries, c)
         # Reflexive Data cached for an exchange is purged from the CS when the exchange ends.
-        self.rft = ReflexiveTable(limits.reflexive_max_entries, c, self.cs.erase)
+        self.rft = ReflexiveTable(
+            limits.reflexive_max_entries, c, self.cs.erase, limits.face_share, limits.local_reserve
+        )
+        self.max_lifetime_ms = limits.interest_lifetime_max_ms
+        # Interests refused for want of room (PIT or reflexive table), per face: who is flooding.
+        self.refused_by_face: Counter[int] = Counter()
         # DataView.freshness is in ms; compared per Data against the DNL lifetime.
         self.dnl_lifetime_ms = limits.dnl_lifetime * 1000.0
         self._strategies: dict[type[Strategy], Strategy] = {}
@@ -94,6 +100,14 @@ class ForwarderBase:
         if face is None:
             return
         face.send_nack(rec.wire, reason, rec.pit_token)
+        self.counters["fw.out_nack"] += 1
+
+    def refuse(self, face: FaceLike, wire: bytes, pit_token: bytes | None) -> None:
+        """A new Interest found no room (its face, or non-local faces, used their share, or the
+        table is full): Nack Congestion at once, carrying its own Interest, so the consumer
+        backs off instead of waiting a lifetime in silence.  No PIT state."""
+        self.refused_by_face[face.face_id] += 1
+        face.send_nack(wire, T.NACK_CONGESTION, pit_token)
         self.counters["fw.out_nack"] += 1
 
     def reject(self, entry: PitEntry) -> None:

@@ -92,14 +92,20 @@ class InterestPipeline(ReflexivePipeline):
                     counters["fw.out_data"] += 1
                     return
             if entry is None:
-                entry, _ = pit.find_or_insert(iv)
+                entry, _ = pit.find_or_insert(iv, face_id, ingress_local)
                 if entry is None:
                     counters["fw.drop_pit_full"] += 1
+                    self.refuse(face, wire, pit_token)
                     return
         elif face_id not in entry.in_records or len(entry.in_records) > 1:
             counters["fw.aggregated"] += 1
 
         lifetime = iv.lifetime
+        if lifetime > self.max_lifetime_ms:
+            # Held no longer than the bound; the wire goes upstream as it came (each hop applies
+            # its own bound, and re-encoding would cost every forwarded Interest a copy).
+            lifetime = self.max_lifetime_ms
+            counters["fw.lifetime_capped"] += 1
         rec = entry.insert_in_record(face_id, nonce, now, lifetime, pit_token, wire)
         in_records = entry.in_records
         expiry = rec.expiry

@@ -23,12 +23,14 @@ class ReflexivePipeline(ForwarderBase):
     """The reflexive steps of the Interest and Data pipelines (mixed into both)."""
 
     def _install_trigger(self, entry: PitEntry, key: bytes) -> bool:
-        """Give the TI ``entry`` its reverse state.  When the table is full the TI is refused:
+        """Give the TI ``entry`` its reverse state.  When the table is full (or the TI's face or
+        non-local faces used their share) the TI is refused:
         Nacked (Congestion: try later) to its downstreams and its entry rejected; False."""
         state = self.rft.insert(key, entry)
         if state is None:
             self.counters["fw.drop_reflexive_full"] += 1
             for face_id in list(entry.in_records):
+                self.refused_by_face[face_id] += 1
                 self.send_nack(entry, face_id, T.NACK_CONGESTION)
             self.reject(entry)
             return False

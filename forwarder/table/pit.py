@@ -7,6 +7,10 @@ lookups are one dict probe and no per-packet key allocation.  Data matching foll
 entries whose name is the Data's full name (implicit digest).  The last two cost extra probes
 (and, for the digest, a SHA-256 of the Data), so they are only run while such entries exist.
 
+Each entry is charged to the face whose Interest made it (``owner``), so one face cannot take
+more than its share of the table and non-local faces cannot take the room kept for local apps
+and management (:mod:`forwarder.table.face_shares`).
+
 Expiry is batched: one heap of (expiry, seq, entry) for the whole table, with lazy deletion (a
 rescheduled or erased entry leaves a stale item that is skipped when popped), so the daemon runs
 one timer for the PIT instead of one per entry.
@@ -19,6 +23,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 
+from forwarder.table.face_shares import FaceShares
 from icn import tlv_types as T
 from icn.packet import DataView, InterestView
 
@@ -86,13 +91,15 @@ class PitEntry:
         "name",
         "name_ends",
         "out_records",
+        "owner",
+        "owner_local",
         "reflexive_key",
         "satisfied",
         "strategy_info",
         "wire",
     )
 
-    def __init__(self, interest: InterestView) -> None:
+    def __init__(self, interest: InterestView, owner: int = 0, owner_local: bool = True) -> None:
         self.name = interest.name
         self.name_ends = interest.name_ends
         self.can_be_prefix = interest.can_be_prefix
@@ -104,6 +111,10 @@ class PitEntry:
         self.satisfied = False
         self.data_freshness = 0
         self.strategy_info: dict[str, object] = {}
+        # The face whose Interest made the entry: the entry counts against that face's share
+        # until it leaves the table, whoever else aggregates on it meanwhile.
+        self.owner = owner
+        self.owner_local = owner_local
         # The Reflexive Name Segment of a Trigger Interest whose reverse state this entry holds
         # (forwarder.table.reflexive): None for every other entry, so finalize checks one slot.
         self.reflexive_key: bytes | None = None
@@ -172,10 +183,11 @@ class PitEntry:
 
 
 class Pit:
-    """The PIT, bounded by ``max_entries``.
+    """The PIT, bounded by ``max_entries``, of which one face may make at most ``face_share``
+    and non-local faces together all but ``local_reserve``.
 
-    Counts "pit.insert", "pit.erase" (every removal, expiry included), "pit.expired" and
-    "pit.refused_full" (a new Interest refused at the cap).
+    Counts "pit.insert", "pit.erase" (every removal, expiry included), "pit.expired" and, for a
+    new Interest refused, "pit.refused_full", "pit.refused_face_share" or "pit.refused_reserve".
     """
 
     __slots__ = (
@@ -187,13 +199,19 @@ class Pit:
         "_seq",
         "_size",
         "max_entries",
+        "shares",
     )
 
-    def __init__(self, max_entries: int = 100_000, counters: Counter[str] | None = None) -> None:
-        if max_entries < 0:
-            raise ValueError("max_entries must be >= 0")
-        self.max_entries = max_entries
+    def __init__(
+        self,
+        max_entries: int = 100_000,
+        counters: Counter[str] | None = None,
+        face_share: float = 1.0,
+        local_reserve: float = 0.0,
+    ) -> None:
         self._counters: Counter[str] = Counter() if counters is None else counters
+        self.shares = FaceShares("pit", max_entries, face_share, local_reserve, self._counters)
+        self.max_entries = max_entries
         self._by_name: dict[bytes, list[PitEntry]] = {}
         self._heap: list[tuple[float, int, PitEntry]] = []
         self._seq = 0
@@ -201,8 +219,12 @@ class Pit:
         self._n_cbp = 0  # live CanBePrefix entries: Data must probe its prefixes
         self._n_digest = 0  # live entries named with an implicit digest: Data must hash itself
 
-    def find_or_insert(self, interest: InterestView) -> tuple[PitEntry | None, bool]:
-        """The entry of this Interest and whether it is new; (None, False) when full."""
+    def find_or_insert(
+        self, interest: InterestView, face_id: int = 0, is_local: bool = True
+    ) -> tuple[PitEntry | None, bool]:
+        """The entry of this Interest and whether it is new; (None, False) when a new entry
+        is refused to ``face_id`` (the table is full, or that face or non-local faces have
+        used their share).  An Interest that aggregates on an entry is never refused."""
         name = interest.name
         bucket = self._by_name.get(name)
         if bucket is not None:
@@ -211,10 +233,10 @@ class Pit:
             for entry in bucket:
                 if entry.can_be_prefix == cbp and entry.must_be_fresh == mbf:
                     return entry, False
-        if self._size >= self.max_entries:
-            self._counters["pit.refused_full"] += 1
+        if not self.shares.admit(self._size, face_id, is_local):
             return None, False
-        entry = PitEntry(interest)
+        self.shares.charge(face_id, is_local)
+        entry = PitEntry(interest, face_id, is_local)
         if bucket is None:
             self._by_name[name] = [entry]
         else:
@@ -313,6 +335,7 @@ class Pit:
         entry._live = False
         entry._seq = -1  # invalidates its heap item
         self._size -= 1
+        self.shares.release(entry.owner, entry.owner_local)
         if entry.can_be_prefix:
             self._n_cbp -= 1
         if entry._is_digest:

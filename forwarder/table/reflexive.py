@@ -8,9 +8,11 @@ it needs no timer of its own: the forwarder ends it from ``finalize``, and a loo
 the TI entry gone (erased without finalize, e.g. by a face going down) treats it as absent.
 
 Bounded because every TI adds one (an interest-flooding consumer must not grow it without
-limit, §5.6); when full the forwarder refuses the TI.  Reflexive Data may be cached for an RI's
-retransmissions only while the state lives: ``purge`` is called with the key of a state that
-cached any, when it ends, so nothing answers a later exchange or another consumer (§5.4).
+limit, §5.6); when full, or when the TI's face has used its share of the table (or non-local
+faces theirs, :mod:`forwarder.table.face_shares`), the forwarder refuses the TI.  Reflexive
+Data may be cached for an RI's retransmissions only while the state lives: ``purge`` is called
+with the key of a state that cached any, when it ends, so nothing answers a later exchange or
+another consumer (§5.4).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from forwarder.table.face_shares import FaceShares
 from forwarder.table.pit import PitEntry
 
 
@@ -41,21 +44,24 @@ def _no_purge(key: bytes) -> None:
 class ReflexiveTable:
     """Reflexive key (segment TLV bytes) -> :class:`ReflexiveState`, at most ``max_entries``.
 
-    Counts "rft.insert", "rft.erase" (every removal) and "rft.refused_full".
+    A state counts against the share of the face that made its TI's PIT entry (its owner).
+    Counts "rft.insert", "rft.erase" (every removal) and "rft.refused_full",
+    "rft.refused_face_share" or "rft.refused_reserve".
     """
 
-    __slots__ = ("_counters", "_purge", "_states", "max_entries")
+    __slots__ = ("_counters", "_purge", "_states", "max_entries", "shares")
 
     def __init__(
         self,
         max_entries: int = 10_000,
         counters: Counter[str] | None = None,
         purge: Callable[[bytes], object] = _no_purge,
+        face_share: float = 1.0,
+        local_reserve: float = 0.0,
     ) -> None:
-        if max_entries < 0:
-            raise ValueError("max_entries must be >= 0")
-        self.max_entries = max_entries
         self._counters: Counter[str] = Counter() if counters is None else counters
+        self.shares = FaceShares("rft", max_entries, face_share, local_reserve, self._counters)
+        self.max_entries = max_entries
         self._purge = purge
         self._states: dict[bytes, ReflexiveState] = {}
 
@@ -68,9 +74,9 @@ class ReflexiveTable:
         state = self.find(key)
         if state is not None:
             return state
-        if len(self._states) >= self.max_entries:
-            self._counters["rft.refused_full"] += 1
+        if not self.shares.admit(len(self._states), entry.owner, entry.owner_local):
             return None
+        self.shares.charge(entry.owner, entry.owner_local)
         state = self._states[key] = ReflexiveState(entry)
         self._counters["rft.insert"] += 1
         return state
@@ -101,6 +107,7 @@ class ReflexiveTable:
 
     def _remove(self, key: bytes, state: ReflexiveState) -> None:
         del self._states[key]
+        self.shares.release(state.entry.owner, state.entry.owner_local)
         self._counters["rft.erase"] += 1
         if state.cached:
             self._purge(key)

@@ -113,3 +113,15 @@ def test_local_networks_must_be_cidr() -> None:
     assert config_from_dict({}).local_networks == ["127.0.0.0/8", "::1/128"]
     with pytest.raises(ConfigError, match=r"local_networks.*CIDR form"):
         config_from_dict({"local_networks": ["loopback"]})
+
+
+def test_flood_bounds_are_configurable_and_checked() -> None:
+    cfg = config_from_dict(
+        {"tables": {"face_share": 0.5, "local_reserve": 0.2, "interest_lifetime_max_ms": 9000}}
+    )
+    limits = table_limits(cfg)
+    assert (limits.face_share, limits.local_reserve) == (0.5, 0.2)
+    assert limits.interest_lifetime_max_ms == 9000
+    for field, value in (("face_share", 0), ("local_reserve", 1), ("interest_lifetime_max_ms", 0)):
+        with pytest.raises(ConfigError, match=f"tables.{field}"):
+            config_from_dict({"tables": {field: value}})

@@ -15,6 +15,7 @@ from forwarder.face.face_table import FaceTable
 from forwarder.face.memory import MemoryTransport, memory_pair
 from forwarder.fw.forwarder import Forwarder
 from forwarder.table.limits import TableLimits
+from icn import tlv_types as T
 from icn.encode import make_data, make_interest
 from icn.errors import DecodeError
 from icn.lp import parse_lp
@@ -48,12 +49,15 @@ class Node:
         )
         self._calls: list[Callable[[], None]] = []
 
-    def attach(self, name: str) -> tuple[int, MemoryTransport, list[bytes]]:
-        """A face on the forwarder; returns its id, the app end and what the app received."""
+    def attach(self, name: str, is_local: bool = True) -> tuple[int, MemoryTransport, list[bytes]]:
+        """A face on the forwarder (of network scope unless ``is_local``); returns its id, the
+        app end and what the app received."""
         near, far = memory_pair(
             self.counters, name=name, queue_limit=1 << 30, call_soon=self._calls.append
         )
-        face_id = self.table.add(Face(near))
+        face = Face(near)
+        face.set_scope(is_local)
+        face_id = self.table.add(face)
         received: list[bytes] = []
         far.bind(received.append, lambda: None)
         return face_id, far, received
@@ -132,23 +136,76 @@ def test_100k_mutated_packets_no_exception_every_drop_counted() -> None:
     good_exchange(node, consumer, got, producer, asked, from_uri("/good/final"))
 
 
-def test_flood_of_200k_distinct_interests_keeps_pit_at_cap() -> None:
+def test_flood_of_200k_long_interests_from_one_peer_locks_nobody_out() -> None:
     cap = 5_000
-    node = Node(TableLimits(pit_max_entries=cap))
-    _, consumer, _ = node.attach("flooder")
-    upstream_id, _, forwarded = node.attach("black-hole")
-    node.fw.fib.add_nexthop(from_uri("/flood"), upstream_id)
+    limits = TableLimits(pit_max_entries=cap)
+    node = Node(limits)
+    flooder_id, flooder, nacks = node.attach("flooder", is_local=False)
+    _, peer, peer_got = node.attach("second-peer", is_local=False)
+    _, app, app_got = node.attach("local-app")
+    hole_id, _, forwarded = node.attach("black-hole")
+    producer_id, producer, asked = node.attach("producer")
+    mgmt_id, mgmt, mgmt_asked = node.attach("management")
+    node.fw.fib.add_nexthop(from_uri("/flood"), hole_id)
+    node.fw.fib.add_nexthop(from_uri("/good"), producer_id)
+    node.fw.fib.add_nexthop(from_uri("/localhost/nfd"), mgmt_id)
     base = from_uri("/flood")
     total = 200_000
+    rng = random.Random(15)
+    served = 0
     for i in range(total):
-        consumer.send(make_interest(base + generic(str(i)), lifetime=60_000))
+        # 600 s lifetimes: without a bound each entry would pin its room for ten minutes
+        flooder.send(make_interest(base + generic(str(i)), lifetime=600_000))
         if i % 1000 == 999:
             node.run()
             assert len(node.fw.pit) <= cap
+            assert node.fw.pit.shares.held_by(flooder_id) <= cap // 4
+            if rng.random() < 0.2:
+                # mid-flood, the second peer and a local app (management) are still served
+                name = from_uri(f"/good/{i}")
+                good_exchange(node, peer, peer_got, producer, asked, name)
+                cmd = from_uri(f"/localhost/nfd/status/general/{i}")
+                good_exchange(node, app, app_got, mgmt, mgmt_asked, cmd)
+                served += 1
     node.run()
+    assert served > 10
     c = node.counters
-    assert len(node.fw.pit) == cap
-    assert c["fw.drop_pit_full"] == total - cap
-    assert c["pit.refused_full"] == total - cap
-    assert len(forwarded) == cap  # only admitted Interests went upstream
-    assert c["fw.in_interest"] == total
+    share = cap // 4
+    assert node.fw.pit.shares.held_by(flooder_id) == share
+    assert len(forwarded) == share  # only admitted Interests went upstream
+    refused = total - share
+    assert c["fw.drop_pit_full"] == refused
+    assert c["pit.refused_face_share"] == refused and c["pit.refused_full"] == 0
+    assert node.fw.refused_by_face == {flooder_id: refused}
+    # every refusal was answered at once with a Nack Congestion carrying the Interest
+    lp_nacks = [parse_lp(w) for w in nacks]
+    assert len(lp_nacks) == refused
+    assert all(lp.nack_reason == T.NACK_CONGESTION for lp in lp_nacks)
+    assert c["fw.lifetime_capped"] == share
+    # the flood's entries go after the 60 s bound, not after 600 s: the table is free again
+    later = node.fw.clock() + 61.0
+    node.fw.clock = lambda: later
+    node.fw.tick()
+    assert len(node.fw.pit) == 0
+
+
+def test_flooders_cannot_take_the_room_kept_for_local_faces() -> None:
+    cap = 1_000
+    node = Node(TableLimits(pit_max_entries=cap, face_share=0.5, local_reserve=0.2))
+    hole_id, _, _ = node.attach("black-hole")
+    node.fw.fib.add_nexthop(from_uri("/flood"), hole_id)
+    flooders = []
+    for k in range(4):
+        flooders.append(node.attach(f"flooder-{k}", is_local=False)[1])
+    for i in range(1_000):
+        for k, far in enumerate(flooders):
+            far.send(make_interest(from_uri(f"/flood/{k}/{i}"), lifetime=4000))
+    node.run()
+    assert len(node.fw.pit) == 800  # non-local faces together: all but the 20 % reserve
+    assert node.counters["pit.refused_reserve"] > 0
+    _, app, _ = node.attach("local-app")
+    for i in range(200):
+        app.send(make_interest(from_uri(f"/flood/app/{i}"), lifetime=4000))
+    node.run()
+    assert len(node.fw.pit) == cap  # the local app had the reserve to itself
+    assert node.counters["pit.refused_full"] == 0

@@ -272,13 +272,49 @@ def test_nonce_added_when_missing() -> None:
     assert net.counters["fw.nonce_added"] == 1
 
 
-def test_pit_full_drops() -> None:
+def test_pit_full_nacks_congestion_with_the_interest_and_its_token() -> None:
     net = Net(limits=TableLimits(pit_max_entries=1))
     net.route("/a", 3)
     net.interest(1, interest("/a/1", 1))
-    net.interest(1, interest("/a/2", 2))
+    wire = interest("/a/2", 2)
+    net.interest(2, wire, pit_token=TOKEN2)
     assert len(net.faces[3].of("interest")) == 1
-    assert net.counters["fw.drop_pit_full"] == 1
+    assert net.faces[2].sent == [("nack", wire, TOKEN2, T.NACK_CONGESTION)]
+    assert net.counters["fw.drop_pit_full"] == 1 and net.counters["pit.refused_full"] == 1
+    assert net.fw.refused_by_face == {2: 1}
+    net.fw.remove_face(2)
+    assert net.fw.refused_by_face == {}  # no count kept for a face that is gone
+
+
+def test_one_face_gets_its_share_then_congestion_nacks_others_still_served() -> None:
+    net = Net(limits=TableLimits(pit_max_entries=8, face_share=0.5, local_reserve=0.25))
+    net.route("/a", 3)
+    for i in range(10):
+        net.interest(1, interest(f"/a/flood/{i}", i))
+    assert len(net.faces[3].of("interest")) == 4
+    assert [s[3] for s in net.faces[1].of("nack")] == [T.NACK_CONGESTION] * 6
+    assert net.counters["pit.refused_face_share"] == 6
+    net.clear()
+    net.interest(2, interest("/a/other", 99))
+    assert len(net.faces[3].of("interest")) == 1 and not net.faces[2].sent
+
+
+def test_interest_lifetime_is_bounded_but_forwarded_unchanged() -> None:
+    net = Net(limits=TableLimits(interest_lifetime_max_ms=5000))
+    net.route("/a", 3)
+    wire = interest("/a/long", 1, lifetime=600_000)
+    net.interest(1, wire)
+    assert net.faces[3].of("interest")[0][1] == wire  # not re-encoded
+    entry = next(iter(net.fw.pit))
+    assert entry.expiry == net.clock() + 5.0
+    assert entry.in_records[1].expiry == net.clock() + 5.0
+    assert net.counters["fw.lifetime_capped"] == 1
+    net.clock.advance(2.0)
+    net.interest(1, interest("/a/short", 2, lifetime=4000))
+    assert net.counters["fw.lifetime_capped"] == 1
+    net.clock.advance(3.0)  # the 600 s Interest's entry ends 5 s after it came
+    net.fw.tick()
+    assert [e.name for e in net.fw.pit] == [from_uri("/a/short")]
 
 
 def test_next_hop_face_id_honoured_from_local_face_only() -> None:

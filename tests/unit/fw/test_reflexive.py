@@ -212,6 +212,17 @@ def test_full_table_nacks_ti_congestion_and_forwards_nothing() -> None:
     assert [i.name for i in net.faces[2].interests()] == [parse_interest(wire).name]
 
 
+def test_one_face_over_its_reflexive_share_is_nacked_another_is_not() -> None:
+    net = svc_net(TableLimits(reflexive_max_entries=4, face_share=0.5))
+    for i in range(3):
+        net.interest(1, ti("/svc/fn", bytes([i]) * 16, i))
+    assert [s[3] for s in net.faces[1].of("nack")] == [T.NACK_CONGESTION]
+    assert net.counters["rft.refused_face_share"] == 1 and net.fw.refused_by_face == {1: 1}
+    assert len(net.faces[2].of("interest")) == 2
+    net.interest(3, ti("/svc/fn", OTHER, 9))
+    assert len(net.faces[2].of("interest")) == 3 and not net.faces[3].sent
+
+
 def test_tis_with_different_rnps_never_aggregate() -> None:
     net = svc_net()
     net.interest(1, ti("/svc/fn", RNP, 1))

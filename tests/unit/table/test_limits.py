@@ -18,6 +18,12 @@ def test_defaults() -> None:
         ("dnl_lifetime", 0.01),
         ("dnl_lifetime", "6"),
         ("strategy_choice_max_entries", 0),
+        ("face_share", 0),
+        ("face_share", 1.5),
+        ("face_share", "all"),
+        ("local_reserve", 1),
+        ("local_reserve", -0.5),
+        ("interest_lifetime_max_ms", 0),
     ],
 )
 def test_bad_values_name_the_field(field: str, value: object) -> None:
