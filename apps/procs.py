@@ -29,15 +29,20 @@ class Child:
         workdir: Path,
         env: dict[str, str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
+        stdin: Path | None = None,
     ):
         self.name = name
         self.argv = argv
         self.stdout_path = workdir / f"{name}.out"
         self.stderr_path = workdir / f"{name}.err"
         full_env = {**os.environ, **(env or {})}
-        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+        with (
+            open(self.stdout_path, "wb") as out,
+            open(self.stderr_path, "wb") as err,
+            open(stdin or os.devnull, "rb") as inp,
+        ):
             self.proc = subprocess.Popen(
-                argv, stdout=out, stderr=err, env=full_env, preexec_fn=preexec_fn
+                argv, stdin=inp, stdout=out, stderr=err, env=full_env, preexec_fn=preexec_fn
             )
 
     @property
@@ -112,8 +117,14 @@ class ProcessGroup:
         self.workdir = workdir
         self.children: list[Child] = []
 
-    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Child:
-        child = Child(name, argv, self.workdir, env)
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        stdin: Path | None = None,
+    ) -> Child:
+        child = Child(name, argv, self.workdir, env, stdin=stdin)
         self.children.append(child)
         return child
 
