@@ -13,7 +13,7 @@ from apps.procs import ProcessGroup, icn_argv
 from apps.topology import free_udp_port
 from icn.encode import make_interest
 from icn.name import from_uri
-from tests.unit.icn.test_codec_fuzz import Mutator, seeds
+from tests.fuzz_packets import Mutator, seeds
 
 HOST = "127.0.0.1"
 

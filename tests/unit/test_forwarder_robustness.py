@@ -21,7 +21,7 @@ from icn.errors import DecodeError
 from icn.lp import parse_lp
 from icn.name import from_uri, generic
 from icn.packet import parse_interest
-from tests.unit.icn.test_codec_fuzz import Mutator, seeds
+from tests.fuzz_packets import Mutator, seeds
 
 # Counters that mean "this packet was dropped at the face" (one per packet).
 FACE_DROPS = (

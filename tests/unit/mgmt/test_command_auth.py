@@ -37,7 +37,7 @@ from icn import tlv_types as T
 from icn.errors import DecodeError
 from icn.name import from_uri, generic
 from icn.tlv import encode_nni_tlv, encode_tlv, iter_tlvs, read_tl
-from tests.unit.icn.test_codec_fuzz import Mutator, seeds
+from tests.fuzz_packets import Mutator, seeds
 
 NOW = 1_700_000_000_000
 PARAM = InterestParam(lifetime=1000, nonce=0x01020304)
