@@ -69,7 +69,10 @@ def encode_response(status: int, text: str, body: ControlParametersValue | None 
     ``parse_response`` crashes on a response without one."""
     resp = ControlResponse()
     resp.status_code = status
-    resp.status_text = text
+    # python-ndn sizes a String field by its characters and then writes its UTF-8 octets, so
+    # any non-ASCII text (e.g. a module name from the network, decoded with U+FFFD) overruns
+    # its buffer and raises; escaped, the text stays readable and the reply is sent.
+    resp.status_text = text.encode("ascii", "backslashreplace").decode("ascii")
     resp.body = body if body is not None else ControlParametersValue()
     return encode_tlv(CONTROL_RESPONSE, bytes(resp.encode()))
 

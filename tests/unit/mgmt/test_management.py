@@ -171,6 +171,21 @@ async def test_unknown_verb_and_module_get_501(daemon: ForwarderDaemon) -> None:
     assert (await app.command("nosuch", "list"))["status_code"] == 501
 
 
+async def test_non_ascii_module_name_gets_501_not_an_exception(
+    daemon: ForwarderDaemon, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the daemon fuzz test: the 501 text names the module, and a non-UTF-8 one made
+    the reply encoder raise in the event loop (no reply, a traceback, nothing counted)."""
+    app = App(daemon)
+    for module in (b"\xff\xfe", "modulé".encode()):
+        name = from_uri("/localhost/nfd") + generic(module) + generic("verb")
+        app.send(make_signed_interest(name, lifetime=1000))
+        resp = await app.response()
+        assert resp["status_code"] == 501
+        assert "unknown management command" in resp["status_text"]
+    assert "Traceback" not in caplog.text
+
+
 async def test_missing_name_gets_400_and_unknown_face_410(daemon: ForwarderDaemon) -> None:
     app = App(daemon)
     assert (await app.command("rib", "register"))["status_code"] == 400
