@@ -3,7 +3,9 @@
 Framing is NDN's: back-to-back TLVs with no extra header (what NFD and python-ndn speak).  Each
 connection gets its own transport and face, so a peer that sends a bad TLV header, a TLV type
 other than Interest/Data/LpPacket, or a frame larger than any packet we accept loses only its
-own face; the listener and every other connection carry on.  Writes never block: beyond
+own face; the listener and every other connection carry on.  A connection that closes in the
+middle of a frame drops that partial frame and counts it ("face.truncated_frame").  Writes
+never block: beyond
 ``send_limit`` bytes waiting in the socket buffer, packets are dropped and counted.
 
 Unix sockets are local faces: they carry packets up to ``MAX_LOCAL_PACKET_SIZE`` (4 MiB) and
@@ -157,6 +159,10 @@ class StreamTransport(Transport, asyncio.Protocol):
         self.out_bytes += len(wire)
 
     def _close_io(self) -> None:
+        if self._buf:
+            # the start of a packet whose end never came (the peer hung up mid-frame, or the
+            # face was destroyed): dropped like any other, so counted
+            self.counters["face.truncated_frame"] += 1
         self._buf = bytearray()
         sock, self._sock = self._sock, None
         if sock is not None:
@@ -169,6 +175,7 @@ class StreamTransport(Transport, asyncio.Protocol):
         """Bad framing from the peer: close only this connection."""
         self.counters[reason] += 1
         log.info("closing %s: %s", self.remote_uri, reason)
+        self._buf = bytearray()  # the bad frame is counted under ``reason``, not as truncated
         self._abort = True
         self.close()
 

@@ -124,6 +124,23 @@ def test_oversize_frame_closes_before_buffering_it() -> None:
     assert conn.counters["face.oversize"] == 1 and conn.closed
 
 
+def test_partial_frame_at_close_is_counted_once() -> None:
+    conn = Conn()
+    conn.feed(INTEREST + DATA[:7])  # the peer hangs up in the middle of the Data
+    conn.transport.connection_lost(None)
+    assert len(conn.sink.interests) == 1 and not conn.sink.data
+    assert conn.counters["face.truncated_frame"] == 1 and conn.closed
+    whole = Conn()
+    whole.feed(INTEREST)
+    whole.transport.connection_lost(None)
+    assert whole.counters["face.truncated_frame"] == 0
+    bad = Conn()
+    bad.feed(INTEREST + b"\x05")  # a header's first octet is buffered...
+    bad.feed(b"\xfd\x00\x01")  # ...and the header is bad: counted as that, only
+    assert bad.counters["face.bad_tlv"] == 1 and bad.closed
+    assert bad.counters["face.truncated_frame"] == 0
+
+
 def test_send_and_bounded_write_buffer() -> None:
     conn = Conn(send_limit=1000)
     conn.face.send_interest(INTEREST)
