@@ -177,6 +177,9 @@ class LinkService:
         sink = self.sink
         if sink is None:
             self._counters["face.no_sink"] += 1
+        elif typ != T.LP_PACKET and end > self.max_packet:
+            # _max_frame leaves room for an NDNLPv2 header; a bare packet gets none of it
+            self._counters["face.oversize"] += 1
         elif typ == T.INTEREST:
             self.stats.n_in_interests += 1
             sink.receive_interest(self.face_id, wire, None)
@@ -200,10 +203,10 @@ class LinkService:
             if whole is None:
                 return
             packet, lp = whole
-            if len(packet) > self.max_packet:
-                self._counters["face.oversize"] += 1
-                return
         end = len(packet)
+        if end > self.max_packet:  # reassembled, or whole inside a header's room
+            self._counters["face.oversize"] += 1
+            return
         typ, _, vend = read_tl(packet, 0, end)
         if vend != end:
             raise DecodeError("bytes after the fragment's TLV")

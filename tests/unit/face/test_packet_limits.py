@@ -107,3 +107,17 @@ def test_network_face_drops_a_larger_packet_received_whole_or_in_fragments() -> 
     unfragmented.run()
     assert [len(w) for _, w, _ in unfragmented.sink_b.data] == [T.MAX_PACKET_SIZE]
     assert unfragmented.counters["face.oversize"] == 1
+
+
+def test_a_packet_one_octet_over_the_limit_is_dropped_bare_or_in_an_lp_packet() -> None:
+    """The frame limit leaves 256 octets for an NDNLPv2 header; the packet itself still may
+    not exceed the face's limit (found by the daemon fuzz test: 8801-byte bare Data passed)."""
+    link = Link(network_b=True)
+    link.a.send_data(data_of_size(T.MAX_PACKET_SIZE + 1))
+    link.a.send_data(data_of_size(T.MAX_PACKET_SIZE + 1), pit_token=b"tk")
+    link.a.send_interest(interest_of_size(T.MAX_PACKET_SIZE + 1))
+    link.a.send_data(data_of_size(T.MAX_PACKET_SIZE), pit_token=b"tk")
+    link.run()
+    assert [len(w) for _, w, _ in link.sink_b.data] == [T.MAX_PACKET_SIZE]
+    assert link.sink_b.interests == []
+    assert link.counters["face.oversize"] == 3
