@@ -36,11 +36,15 @@ def _load(path: Path) -> Any:
 @scenario_app.command("validate")
 def validate(file: Annotated[Path, typer.Argument(help="scenario YAML file")]) -> None:
     """Check a scenario file without starting anything."""
+    from apps.scenario.chaos import plan_lines
+
     sc = _load(file)
     typer.echo(
         f"{file}: OK: {len(sc.nodes)} nodes, {len(sc.links)} links, {len(sc.services)} services, "
         f"{len(sc.workloads)} workloads, {len(sc.faults)} faults, {sc.duration:g}s"
     )
+    for line in plan_lines(sc):
+        typer.echo(line)
 
 
 @scenario_app.command("run")
@@ -55,6 +59,7 @@ def run(
     plots: Annotated[bool, typer.Option(help="write PNG plots")] = True,
 ) -> None:
     """Run a scenario: a live view while it runs, then a summary, report.json and plots."""
+    from apps.scenario.chaos import plan_lines
     from apps.scenario.report import write_report
     from apps.scenario.runner import ScenarioFailed, ScenarioRunner, default_out_dir
     from apps.scenario.summary import render_summary
@@ -84,6 +89,8 @@ def run(
         f"[bold]scenario {sc.name}[/]: run {runner.run_id}, {runner.backend_kind} backend, "
         f"output in {out_dir}"
     )
+    for line in plan_lines(sc):
+        console.print(line, highlight=False)
 
     async def main() -> dict[str, Any]:
         loop = asyncio.get_running_loop()

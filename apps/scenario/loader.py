@@ -232,7 +232,30 @@ def parse_scenario(text: str, source: str = "<scenario>", check_entries: bool = 
     ]
     if problems:
         raise ScenarioError(source, problems)
-    return sc
+    return with_chaos(sc, source, root)
+
+
+def with_chaos(sc: Scenario, source: str, root: yaml.Node | None = None) -> Scenario:
+    """``sc`` with the faults its chaos block draws appended (the block stays, for the plan)."""
+    if sc.chaos is None:
+        return sc
+    from apps.scenario.chaos import chaos_faults
+
+    drawn = chaos_faults(sc)
+    if not drawn:
+        end = sc.duration if sc.chaos.end is None else sc.chaos.end
+        raise ScenarioError(
+            source,
+            [
+                Problem(
+                    ("chaos",),
+                    f"seed {sc.chaos.seed} draws no episode between start ({sc.chaos.start:g}s) "
+                    f"and end ({end:g}s); shorten interval or down_for, or widen the span",
+                    _node_at(root, ("chaos",))[1],
+                )
+            ],
+        )
+    return sc.model_copy(update={"faults": [*sc.faults, *drawn]})
 
 
 def load_scenario(path: str | Path, check_entries: bool = True) -> Scenario:

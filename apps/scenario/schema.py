@@ -9,6 +9,7 @@ path of the offending field so the loader can name its line.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -234,6 +235,80 @@ class FaultSpec(_Strict):
         return f"{self.action} {what}"
 
 
+ChaosKind = Literal["node_kill_restart", "service_kill_restart", "link_cut", "loss"]
+CHAOS_KINDS: tuple[ChaosKind, ...] = (
+    "node_kill_restart",
+    "service_kill_restart",
+    "link_cut",
+    "loss",
+)
+
+
+def _span(value: Any) -> Any:
+    """``5s`` or ``[2s, 8s]``: a fixed time or a range drawn from uniformly."""
+    if isinstance(value, str | int | float):
+        return (value, value)
+    return value
+
+
+class ChaosSpec(_Strict):
+    """Random faults drawn from ``seed``, expanded into ordinary timed faults when the file is
+    loaded (the same seed always gives the same faults).  Every ``interval`` (a time drawn
+    from the range) one episode starts: a kind drawn from ``kinds``, a target drawn from the
+    eligible ``nodes``, ``services`` or ``links``, and its end ``down_for`` (``loss_for``)
+    later: ``node_kill_restart`` kills a node and restarts it, ``service_kill_restart`` a
+    service, ``link_cut`` cuts a link and restores it, ``loss`` sets a link's loss to ``loss``
+    and then back.  Episodes that touch the same node never overlap (nor follow each other
+    within 2 s); every episode is over by ``end``."""
+
+    seed: int = Field(description="the same seed gives the same faults")
+    start: Duration = Field(0.0, description="no episode starts before this")
+    end: Duration | None = Field(None, description="episodes are over by then (default: the end)")
+    interval: Annotated[tuple[Duration, Duration], BeforeValidator(_span)] = Field(
+        description="time between the starts of two episodes: 20s or [10s, 30s]"
+    )
+    kinds: list[ChaosKind] = Field(min_length=1)
+    nodes: list[str] = Field(default_factory=list, description="nodes node_kill_restart may kill")
+    services: list[str] = Field(
+        default_factory=list, description="services service_kill_restart may kill"
+    )
+    links: list[LinkRef] = Field(
+        default_factory=list, description="links link_cut may cut and loss may degrade"
+    )
+    down_for: Annotated[tuple[Duration, Duration], BeforeValidator(_span)] = Field(
+        (2.0, 8.0), description="how long a killed node or service stays down, a link stays cut"
+    )
+    loss: Probability = Field(0.05, description="a link's loss during a loss episode")
+    loss_for: Annotated[tuple[Duration, Duration], BeforeValidator(_span)] = Field(
+        (10.0, 30.0), description="how long a loss episode lasts"
+    )
+
+    @field_validator("interval", "down_for", "loss_for")
+    @classmethod
+    def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = v
+        if lo <= 0:
+            raise ValueError(f"must be above 0, e.g. [{max(hi, 1):g}s, {max(hi, 1) * 2:g}s]")
+        if lo > hi:
+            raise ValueError(f"[{lo:g}s, {hi:g}s]: the first bound is above the second; swap them")
+        return v
+
+    @field_validator("kinds")
+    @classmethod
+    def _unique(cls, v: list[ChaosKind]) -> list[ChaosKind]:
+        twice = sorted({k for k in v if v.count(k) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice; list each kind once")
+        return v
+
+    @field_validator("loss")
+    @classmethod
+    def _some_loss(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError("a loss episode needs some loss, e.g. loss: 5%")
+        return v
+
+
 WORKLOAD_CRITERIA = ("min_success_ratio", "max_p99_latency", "min_throughput", "max_recovery")
 METRIC_CRITERIA = ("min", "max")
 
@@ -303,10 +378,22 @@ class Expectation(_Strict):
         return f"metric {self.metric}" + (f" of {self.process}" if self.process else "")
 
 
+class InvariantSpec(_Strict):
+    """A check the services and workloads report with ``ctx.check(name, held, outcome)`` that
+    the run must show: at least ``min_checks`` checks and none violated.  Without ``process``,
+    it holds for every process that reports it (and at least one must).  A violated check
+    fails the run even when it is not listed here; listing it makes its absence fail too."""
+
+    check: str = Field(min_length=1, description="the name the entry reports, e.g. exactly_once")
+    process: str | None = Field(None, description="the one service or workload to look at")
+    min_checks: int = Field(1, ge=1, description="fewer checks than this fails the run")
+
+
 class ReportSpec(_Strict):
     interval: Duration = Field(1.0, description="how often node counters are sampled")
     plots: bool = True
     expect: list[Expectation] = Field(default_factory=list)
+    invariants: list[InvariantSpec] = Field(default_factory=list)
 
     @field_validator("interval")
     @classmethod
@@ -332,6 +419,7 @@ class Scenario(_Strict):
     services: list[ServiceSpec] = Field(default_factory=list)
     workloads: list[WorkloadSpec] = Field(default_factory=list)
     faults: list[FaultSpec] = Field(default_factory=list)
+    chaos: ChaosSpec | None = Field(None, description="random faults from a seed")
     report: ReportSpec = ReportSpec()
 
     @field_validator("nodes")
@@ -442,8 +530,18 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
             errors += _fault_target_errors(sc, ("faults", i, fault.action), fault.action, target)
         else:
             need_link(("faults", i, fault.action), target)
+    if sc.chaos is not None:
+        errors += _chaos_errors(sc, sc.chaos, need_node, need_link)
     workloads = {w.name for w in sc.workloads}
     procs = workloads | {s.name for s in sc.services}
+    for i, inv in enumerate(sc.report.invariants):
+        if inv.process is not None and inv.process not in procs:
+            errors.append(
+                (
+                    ("report", "invariants", i, "process"),
+                    f"no service or workload named {inv.process!r}; they are {_listing(procs)}",
+                )
+            )
     for i, exp in enumerate(sc.report.expect):
         if exp.workload is not None and exp.workload not in workloads:
             errors.append(
@@ -460,6 +558,103 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
                 )
             )
     return errors
+
+
+# which list of the chaos block each kind draws its targets from
+CHAOS_TARGETS: dict[str, tuple[ChaosKind, ...]] = {
+    "nodes": ("node_kill_restart",),
+    "services": ("service_kill_restart",),
+    "links": ("link_cut", "loss"),
+}
+
+
+def _chaos_errors(
+    sc: Scenario,
+    chaos: ChaosSpec,
+    need_node: Callable[[Loc, str], bool],
+    need_link: Callable[[Loc, tuple[str, str]], None],
+) -> list[tuple[Loc, str]]:
+    """Eligible targets that exist and can be killed alone, kinds with something to draw
+    from, and a time span inside the run."""
+    errors: list[tuple[Loc, str]] = []
+    end = sc.duration if chaos.end is None else chaos.end
+    if end > sc.duration:
+        errors.append(
+            (("chaos", "end"), f"{end:g}s is after the end of the run ({sc.duration:g}s)")
+        )
+    if chaos.start >= end:
+        errors.append(
+            (
+                ("chaos", "start"),
+                f"{chaos.start:g}s leaves no time for an episode before the end ({end:g}s); "
+                "start earlier or end later",
+            )
+        )
+    for field, kinds in CHAOS_TARGETS.items():
+        listed = getattr(chaos, field)
+        wanted = [k for k in kinds if k in chaos.kinds]
+        if wanted and not listed:
+            errors.append(
+                (
+                    ("chaos", field),
+                    f"{' and '.join(wanted)} is in kinds but no {field[:-1]} is eligible; "
+                    f"list the {field} it may use, e.g. {field}: [...]",
+                )
+            )
+        if listed and not wanted:
+            errors.append(
+                (
+                    ("chaos", field),
+                    f"listed, but no kind uses them; add {' or '.join(kinds)} to kinds or "
+                    f"remove {field}",
+                )
+            )
+    for j, node in enumerate(chaos.nodes):
+        loc: Loc = ("chaos", "nodes", j)
+        if not need_node(loc, node):
+            continue
+        on_it = [w.name for w in sc.workloads if w.node == node]
+        if on_it:
+            errors.append(
+                (
+                    loc,
+                    f"node {node} runs workloads ({', '.join(on_it)}), which a node kill stops "
+                    f"for good; move them to another node or take {node} off chaos.nodes",
+                )
+            )
+    for j, name in enumerate(chaos.services):
+        loc = ("chaos", "services", j)
+        svc = sc.service(name)
+        if svc is None:
+            errors.append(
+                (
+                    loc,
+                    f"no service named {name!r}; the services are "
+                    f"{_listing([s.name for s in sc.services])}",
+                )
+            )
+        elif svc.colocate:
+            errors.append(
+                (
+                    loc,
+                    f"{name} is co-located with node {svc.node} and cannot be killed alone; "
+                    f"list node {svc.node} under chaos.nodes instead, or set colocate: false",
+                )
+            )
+    for j, ref in enumerate(chaos.links):
+        need_link(("chaos", "links", j), ref)
+    for field in ("nodes", "services", "links"):
+        seen: set[Any] = set()
+        for j, item in enumerate(getattr(chaos, field)):
+            key = frozenset(item) if isinstance(item, tuple) else item
+            if key in seen:
+                errors.append((("chaos", field, j), f"{_ref_text(item)} is listed twice"))
+            seen.add(key)
+    return errors
+
+
+def _ref_text(item: str | tuple[str, str]) -> str:
+    return item if isinstance(item, str) else f"{item[0]}-{item[1]}"
 
 
 def _listing(names: set[str] | list[str]) -> str:
