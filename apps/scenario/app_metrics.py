@@ -21,8 +21,9 @@ def is_metric(row: Mapping[str, Any]) -> bool:
 
 
 def operations(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A results file's operation records (what ``ctx.record`` wrote), metrics left out."""
-    return [dict(r) for r in rows if not is_metric(r)]
+    """A results file's operation records (what ``ctx.record`` wrote), metrics and invariant
+    checks (``ctx.check``) left out."""
+    return [dict(r) for r in rows if not is_metric(r) and "check" not in r]
 
 
 def last_values(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:

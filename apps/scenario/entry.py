@@ -5,9 +5,10 @@ forwarder process: :mod:`apps.scenario.colocated`).
 The spec names a callable ``module:function`` that takes one argument, a :class:`ServiceContext`
 or :class:`WorkloadContext`, and may be async.  Through the context it reaches its node's
 forwarder (``await ctx.endpoint()``), reads its ``args``, says it is serving (``ctx.ready()``),
-reports metrics (``ctx.metric(name, value)``) and, for a workload, records each operation
-(``ctx.record(...)``), all into a JSON-lines file the launcher turns into the report.  SIGTERM
-cancels the callable; what was recorded is flushed either way.
+reports metrics (``ctx.metric(name, value)``) and invariant checks (``ctx.check(name, held,
+outcome)``) and, for a workload, records each operation (``ctx.record(...)``), all into a
+JSON-lines file the launcher turns into the report.  SIGTERM cancels the callable; what was
+recorded is flushed either way.
 """
 
 from __future__ import annotations
@@ -84,6 +85,23 @@ class ServiceContext:
         if not math.isfinite(v):
             raise ValueError(f"metric {name}: {value!r} is not a finite number")
         self._write({"t": time.time(), "metric": name, "value": v})
+
+    def check(self, name: str, held: bool, outcome: str, detail: str | None = None) -> None:
+        """One check of the invariant ``name`` (``exactly_once``...): ``held`` or violated,
+        with its ``outcome`` (``bit-exact``, ``typed error Timeout``, ``no answer``: the report
+        counts each) and an optional ``detail`` (the report keeps the first few violations').
+        A violated check fails the run."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a check needs an invariant's name, got {name!r}")
+        rec: dict[str, Any] = {
+            "t": time.time(),
+            "check": name,
+            "held": bool(held),
+            "outcome": str(outcome),
+        }
+        if detail is not None:
+            rec["detail"] = str(detail)[:300]
+        self._write(rec)
 
     def _write(self, rec: dict[str, Any]) -> None:
         self._buffer.append(json.dumps(rec))

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from apps.scenario.app_metrics import check_metric, metric_stats, operations
+from apps.scenario.invariants import check_invariants, check_stats
 from apps.scenario.schema import METRIC_CRITERIA, WORKLOAD_CRITERIA, Scenario, WorkloadSpec
 
 # node counters that are sizes (gauges), not cumulative counts: no totals, no reset detection
@@ -73,6 +74,27 @@ def fault_text(fault: Mapping[str, Any]) -> str:
     if kind in ("service", "workload"):
         target = f"{kind} {target}"
     return f"{fault.get('action')} {target}"
+
+
+def fault_kind(fault: Mapping[str, Any]) -> str:
+    """What a fault does, without its target: ``kill node``, ``restart service``, ``cut
+    link``, ``shape link``."""
+    return f"{fault.get('action')} {fault.get('kind') or 'link'}"
+
+
+def fault_counts(faults: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per kind of fault (:func:`fault_kind`, in order of first appearance): how many were
+    planned, applied and failed (an error instead of the fault)."""
+    counts: dict[str, dict[str, Any]] = {}
+    for f in faults:
+        kind = fault_kind(f)
+        c = counts.setdefault(kind, {"fault": kind, "planned": 0, "applied": 0, "failed": 0})
+        c["planned"] += 1
+        if f.get("error"):
+            c["failed"] += 1
+        elif f.get("applied") is not None:
+            c["applied"] += 1
+    return list(counts.values())
 
 
 def _is_disruptive(fault: Mapping[str, Any]) -> bool:
@@ -501,6 +523,12 @@ def build_report(
         }
         augmented.append({**f, "text": text, "recovery": rec})
     expectations = check_expectations(scenario, workloads, metrics)
+    invariants = check_invariants(
+        scenario,
+        check_stats(
+            records, [*(s.name for s in scenario.services), *(w.name for w in scenario.workloads)]
+        ),
+    )
     report = {
         "scenario": scenario.name,
         "description": scenario.description,
@@ -513,8 +541,10 @@ def build_report(
         "metrics": metrics,
         "faults": augmented,
         "route_events": list(route_events),
+        "fault_counts": fault_counts(augmented),
         "expectations": expectations,
-        "passed": all(e["passed"] for e in expectations),
+        "invariants": invariants,
+        "passed": all(e["passed"] for e in [*expectations, *invariants]),
     }
     plain: dict[str, Any] = _plain(report)
     return plain

@@ -1,6 +1,6 @@
 """The end-of-run summary in the terminal: rich tables of a report built by
-:func:`apps.scenario.report.build_report` (workloads, faults, links, nodes, metrics,
-expectations)."""
+:func:`apps.scenario.report.build_report` (workloads, faults, links, nodes, metrics, faults
+injected per kind, expectations, invariants)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ def _fmt(x: Any, spec: str = ".1f") -> str:
 
 
 def render_summary(report: dict[str, Any], console: Console) -> None:
-    """Tables for workloads, faults, links, nodes and expectations, then a verdict line."""
+    """Tables for workloads, faults, links, nodes, metrics, faults injected, expectations and
+    invariants, then a verdict line."""
     title = f"scenario {report.get('scenario')}"
     if report.get("description"):
         title += f": {report['description']}"
@@ -96,6 +97,8 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
 
     _metrics_table(report.get("metrics") or {}, console)
 
+    _fault_counts_table(report.get("fault_counts") or [], console)
+
     expectations = report.get("expectations") or []
     if expectations:
         et = Table("", "subject", "criterion", "result", title="expectations", box=box.SIMPLE)
@@ -103,17 +106,82 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
             mark = "[green]PASS[/green]" if e["passed"] else "[red]FAIL[/red]"
             et.add_row(mark, _subject(e), e["criterion"], e["text"])
         console.print(et)
+    invariants = report.get("invariants") or []
+    _invariants_table(invariants, console)
+    _verdict(expectations, invariants, console)
+
+
+def _verdict(
+    expectations: list[dict[str, Any]], invariants: list[dict[str, Any]], console: Console
+) -> None:
     failed = [e for e in expectations if not e["passed"]]
-    if not expectations:
+    violated = [i for i in invariants if not i["passed"]]
+    if not expectations and not invariants:
         console.print("no expectations")
-    elif failed:
-        what = "; ".join(f"{_subject(e)}: {e['text']}" for e in failed)
-        console.print(
-            f"[bold red]FAILED: {len(failed)} of {len(expectations)} "
-            f"expectations failed ({what})[/bold red]"
+        return
+    if failed or violated:
+        parts = []
+        if failed:
+            what = "; ".join(f"{_subject(e)}: {e['text']}" for e in failed)
+            parts.append(f"{len(failed)} of {len(expectations)} expectations failed ({what})")
+        if violated:
+            what = "; ".join(f"{i['check']} of {i['process']}: {i['text']}" for i in violated)
+            parts.append(f"{len(violated)} of {len(invariants)} invariants not held ({what})")
+        console.print(f"[bold red]FAILED: {'; '.join(parts)}[/bold red]")
+        return
+    text = f"PASSED: {len(expectations)} expectations held"
+    if invariants:
+        checks = sum(int(i.get("checks") or 0) for i in invariants)
+        text += f", {len(invariants)} invariants held ({checks:,} checks)"
+    console.print(f"[bold green]{text}[/bold green]")
+
+
+def _fault_counts_table(counts: list[Mapping[str, Any]], console: Console) -> None:
+    """Faults injected, per kind: planned, applied, failed (a long chaos run's faults table
+    is long; this is its total)."""
+    if not counts:
+        return
+    ft = Table("fault", "planned", "applied", "failed", title="faults injected", box=box.SIMPLE)
+    for c in counts:
+        failed = int(c.get("failed") or 0)
+        ft.add_row(
+            str(c["fault"]),
+            str(c["planned"]),
+            str(c["applied"]),
+            f"[red]{failed}[/red]" if failed else "0",
         )
-    else:
-        console.print(f"[bold green]PASSED: {len(expectations)} expectations held[/bold green]")
+    console.print(ft)
+
+
+def _invariants_table(invariants: list[Mapping[str, Any]], console: Console) -> None:
+    if not invariants:
+        return
+    it = Table(
+        "",
+        "invariant",
+        "process",
+        "checks",
+        "held",
+        "violated",
+        "outcomes",
+        title="invariants",
+        box=box.SIMPLE,
+    )
+    for i in invariants:
+        mark = "[green]HELD[/green]" if i["passed"] else "[red]NOT HELD[/red]"
+        outcomes = ", ".join(f"{o} {n:,}" for o, n in (i.get("outcomes") or {}).items())
+        if not i["passed"]:
+            outcomes = i["text"] + (f"; first: {i['examples'][0]}" if i.get("examples") else "")
+        it.add_row(
+            mark,
+            str(i["check"]),
+            str(i["process"]),
+            f"{i['checks']:,}",
+            f"{i['held']:,}",
+            f"[red]{i['violated']:,}[/red]" if i["violated"] else "0",
+            outcomes or "-",
+        )
+    console.print(it)
 
 
 # forwarder counters beyond NFD's status, shown under their own names when a run has them
