@@ -229,15 +229,17 @@ class Inlet:
             self.counters["window_decreases"] += 1
 
     def _done(self, seq: int, rec: PendingInterest, fut: asyncio.Future[DataView]) -> None:
+        if fut.cancelled():
+            return
+        # taken even when the answer is no longer wanted (an Interest past the end timed out
+        # just before the last batch came): else asyncio logs it as never retrieved
+        exc = fut.exception()
         asked = self._asked.get(seq)
         if asked is None or asked.rec is not rec:
             return  # dropped: asked again already
-        if fut.cancelled():
-            return
         del self._asked[seq]
         self.ep.drop(rec)
         now = self._loop.time()
-        exc = fut.exception()
         if isinstance(exc, InterestTimeout):
             self.counters["timeouts"] += 1
             if seq < self._highest:
