@@ -99,7 +99,12 @@ def kill_node(runner: ScenarioRunner, node: str) -> None:
     for name in runner.procs_on(node):
         child = runner.procs.get(name)
         if child is not None and child.proc.poll() is None:
+            # expected: the monitor must not report it once the node is back up and its
+            # services are still being started again (one at a time)
+            runner.expected_exit.add(child.pid)
             child.proc.kill()
+            if runner.sc.workload(name) is not None:
+                runner.stopped.add(name)  # not restarted with the node: its routes stay away
     fwd = runner.forwarders.get(node)
     if fwd is not None and fwd.proc.poll() is None:
         fwd.proc.kill()

@@ -21,6 +21,10 @@ reconverge_after: 500ms
 services:
   - {name: producer, node: c, entry: "apps.workloads:producer", announce: [/f],
      args: {prefix: /f}}
+  - {name: side, node: b, entry: "apps.workloads:producer", announce: [/side],
+     args: {prefix: /side}}
+  - {name: side2, node: b, entry: "apps.workloads:producer", announce: [/side2],
+     args: {prefix: /side2}}
 workloads:
   - {name: consumer, node: a, entry: "apps.workloads:consumer", start: 500ms,
      args: {prefix: /f, rate: 100, lifetime: 300ms, retries: 1}}
@@ -60,3 +64,6 @@ def test_every_fault_kind(tmp_path: Path, state_dir: Path) -> None:
     events = " | ".join(e["text"] for e in report["meta"]["events"])
     for text in ("fault: cut a-b", "fault: restart b", "routes updated (b back)"):
         assert text in events
+    # b's services died with b and came back with it: not reported as processes of their own
+    # that exited (they were, while b's forwarder was up again and the first one starting)
+    assert "exited" not in events and "service side" not in events, events
