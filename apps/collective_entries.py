@@ -144,10 +144,20 @@ def _collective(ctx: ServiceContext, plan: Plan, ep: Any) -> Collective:
     )
 
 
+EXACT = "bit_exact_or_named_error"  # the invariant every round of a worker is checked for
+NO_END_AFTER = 10.0  # seconds past the deadline: the round is taken as never ending
+
+
 async def worker(ctx: WorkloadContext) -> None:
     """``args.rounds`` (default 10) allreduces of ``args.size`` bytes (default 1MiB) of
-    ``args.dtype`` (float32) with ``args.op`` (sum); each recorded with its latency, and
-    failed if the result differs by one bit from the reference."""
+    ``args.dtype`` (float32) with ``args.op`` (sum), one every ``args.every`` at most (default:
+    back to back); each recorded with its latency, and failed if the result differs by one bit
+    from the reference.
+
+    Each round is also a check of the invariant ``bit_exact_or_named_error``: it held when the
+    result is bit-exact or the round raised a CollectiveError (which names what failed); it is
+    violated by a result that differs, any other exception, or no end ``NO_END_AFTER`` s past
+    the deadline."""
     plan = job_plan(ctx)
     try:
         dtype = np.dtype(str(ctx.args.get("dtype", "float32")))
@@ -160,37 +170,68 @@ async def worker(ctx: WorkloadContext) -> None:
         raise SystemExit(f"args.op: {op!r} is not one of {', '.join(OPS)}")
     items = parse_size(ctx.args.get("size", "1MiB"), "size") // dtype.itemsize
     rounds = _arg(ctx.args, "rounds", 10, int)
+    every = _seconds(ctx.args, "every", "0s")
     coll = _collective(ctx, plan, await ctx.endpoint())
     await coll.start()
     stop = asyncio.Event()
     reporter = asyncio.ensure_future(_report(ctx, coll.counters, stop))
     try:
         await coll.barrier()  # everyone is serving before the clock starts
+        first = time.monotonic()
         for rnd in range(rounds):
             if ctx.remaining <= 0:
                 break
-            arrays = {w: seeded_array(w, rnd, items, dtype) for w in plan.workers}
-            sent = time.time()
-            try:
-                got = await coll.allreduce(arrays[coll.worker], op)
-            except CollectiveError as exc:
-                ctx.record(False, sent=sent, error=str(exc)[:200])
-                ctx.log(f"round {rnd}: {exc}")
-                continue
-            exact = got.tobytes() == plan.reference(arrays, op).tobytes()
-            ctx.record(
-                exact,
-                time.time() - sent,
-                sent=sent,
-                nbytes=got.nbytes,
-                error=None if exact else "result differs from numpy's reduction",
-            )
-        await coll.barrier()  # stay serving until every worker has its last result
+            await asyncio.sleep(max(0.0, first + rnd * every - time.monotonic()))
+            await _round(ctx, coll, plan, rnd, items, dtype, op)
+        try:
+            await coll.barrier()  # stay serving until every worker has its last result
+        except CollectiveError as exc:
+            ctx.log(f"last barrier: {exc}")
     finally:
         stop.set()
         await asyncio.gather(reporter, return_exceptions=True)
         ctx.log(f"worker {coll.worker}: {coll.stats()}")
         await coll.close()
+
+
+async def _round(
+    ctx: WorkloadContext,
+    coll: Collective,
+    plan: Plan,
+    rnd: int,
+    items: int,
+    dtype: np.dtype[Any],
+    op: str,
+) -> None:
+    """One allreduce, recorded and checked."""
+    arrays = {w: seeded_array(w, rnd, items, dtype) for w in plan.workers}
+    sent = time.time()
+    try:
+        async with asyncio.timeout(coll.deadline + NO_END_AFTER):
+            got = await coll.allreduce(arrays[coll.worker], op)
+    except CollectiveError as exc:
+        ctx.record(False, sent=sent, error=str(exc)[:200])
+        ctx.check(EXACT, True, "named error", f"round {rnd}: {exc}")
+        ctx.log(f"round {rnd}: {exc}")
+        return
+    except TimeoutError:
+        ctx.record(False, sent=sent, error="no end")
+        ctx.check(EXACT, False, "no end", f"round {rnd}: past the deadline + {NO_END_AFTER:g} s")
+        return
+    except Exception as exc:
+        ctx.record(False, sent=sent, error=f"{type(exc).__name__}: {exc}"[:200])
+        ctx.check(EXACT, False, f"untyped error {type(exc).__name__}", f"round {rnd}: {exc}")
+        ctx.log(f"round {rnd}: {type(exc).__name__}: {exc}")
+        return
+    exact = got.tobytes() == plan.reference(arrays, op).tobytes()
+    ctx.record(
+        exact,
+        time.time() - sent,
+        sent=sent,
+        nbytes=got.nbytes,
+        error=None if exact else "result differs from numpy's reduction",
+    )
+    ctx.check(EXACT, exact, "bit-exact" if exact else "differs", None if exact else f"round {rnd}")
 
 
 def training_config(args: Mapping[str, Any]) -> Any:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -30,12 +31,22 @@ async def server(ctx: ServiceContext) -> None:
         ctx.log(f"counters {dict(rmi.counters)}")
 
 
+ANSWERED = "answered_or_typed_error"  # the invariant every call of a caller is checked for
+NO_ANSWER_AFTER = 5.0  # seconds past the call's own timeout: the call is taken as unanswered
+
+
 async def caller(ctx: WorkloadContext) -> None:
     """Call ``args.function`` with ``args.args`` (a list) and ``args.kwargs`` (a map) at
     ``args.rate`` calls/s (default 10), at most ``args.concurrency`` (default 16) at once,
     until the duration ends or ``args.count`` calls were made.  ``args.private`` encrypts;
     ``args.timeout`` (default 30s) bounds each call; ``args.lifetime`` (default 1s) is every
-    Interest's lifetime.  Records each call's latency, or its error type."""
+    Interest's lifetime.  Records each call's latency, or its error type.
+
+    Each call is also a check of the invariant ``answered_or_typed_error``: it held when the
+    call returned (equal to ``args.expect``, when given) or raised one of the typed errors of
+    :mod:`compute.rmi.errors`; it is violated by a wrong result, any other exception, or no
+    end at all (``NO_ANSWER_AFTER`` s past the timeout, or still running when the caller
+    stops)."""
     function, positional, kwargs = call_arguments(ctx.args)
     rate = _arg(ctx.args, "rate", 10.0, float)
     concurrency = _arg(ctx.args, "concurrency", 16, int)
@@ -45,25 +56,50 @@ async def caller(ctx: WorkloadContext) -> None:
     private = bool(ctx.args.get("private", False))
     timeout = parse_duration(ctx.args.get("timeout", "30s"))
     lifetime_ms = int(parse_duration(ctx.args.get("lifetime", "1s")) * 1000)
+    check_result = "expect" in ctx.args
+    expected = ctx.args.get("expect")
     client = Client(await ctx.endpoint(), lifetime_ms=lifetime_ms, timeout=timeout)
+    pending: dict[int, float] = {}  # call number -> when it was sent
 
-    async def one() -> None:
+    async def one(n: int) -> None:
         sent = time.time()
+        pending[n] = sent
         try:
-            await client.invoke(function, positional, kwargs, private=private)
-            ctx.record(True, time.time() - sent, sent=sent)
+            async with asyncio.timeout(timeout + NO_ANSWER_AFTER):
+                result = await client.invoke(function, positional, kwargs, private=private)
         except RmiError as exc:
             ctx.record(False, sent=sent, error=type(exc).__name__)
+            ctx.check(ANSWERED, True, f"typed error {type(exc).__name__}")
+        except TimeoutError:
+            ctx.record(False, sent=sent, error="no answer")
+            ctx.check(ANSWERED, False, "no answer", f"call {n}: no end {timeout:g} s + 5 s on")
+        except Exception as exc:
+            ctx.record(False, sent=sent, error=type(exc).__name__)
+            ctx.check(ANSWERED, False, f"untyped error {type(exc).__name__}", f"call {n}: {exc}")
+        else:
+            if check_result and result != expected:
+                ctx.record(False, time.time() - sent, sent=sent, error="wrong result")
+                ctx.check(ANSWERED, False, "wrong result", f"call {n}: {result!r}")
+            else:
+                ctx.record(True, time.time() - sent, sent=sent)
+                ctx.check(ANSWERED, True, "answered")
+        finally:
+            pending.pop(n, None)
 
-    made = await run_paced(
-        ctx,
-        rate,
-        concurrency,
-        lambda n: one(),
-        tail=timeout + 1.0,
-        count=count,
-    )
-    ctx.log(f"made {made} calls; {client.polls} result polls")
+    try:
+        made = await run_paced(
+            ctx,
+            rate,
+            concurrency,
+            one,
+            tail=timeout + NO_ANSWER_AFTER + 1.0,
+            count=count,
+        )
+        ctx.log(f"made {made} calls; {client.polls} result polls")
+    finally:
+        for n, sent in sorted(pending.items()):  # the caller stops with these unanswered
+            ctx.record(False, sent=sent, error="no answer")
+            ctx.check(ANSWERED, False, "no answer", f"call {n}: still running at the end")
 
 
 def call_arguments(args: dict[str, Any]) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
