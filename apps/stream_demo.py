@@ -30,3 +30,18 @@ def to_alert(window: dict[str, Any]) -> dict[str, Any]:
         "window_start_ms": window["start"],
         "window_end_ms": window["end"],
     }
+
+
+NUMBERED_KEYS = 8
+
+
+def numbered(i: int) -> dict[str, Any]:
+    """Generator record ``i`` that carries its own number: ``{"sensor": "s<i % 8>", "ids":
+    [i]}``; a window reducing ``ids`` with :func:`concat` lists every record it holds, so a
+    checker can tell a lost or repeated record (``apps.stream_entries:window_check``)."""
+    return {"sensor": f"s{i % NUMBERED_KEYS}", "ids": [i]}
+
+
+def concat(acc: list[int], ids: list[int]) -> list[int]:
+    """A window reduce: the record numbers of the window, in arrival order."""
+    return [*acc, *ids]

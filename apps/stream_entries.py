@@ -1,10 +1,14 @@
 """Scenario entries for stream graphs: ``flow`` (a service running the operators a graph
 places on its node), ``mqtt_broker`` (a mosquitto of its own), ``sensors`` (simulated sensors
-publishing readings over MQTT) and ``alert_listener`` (checks the alerts a graph publishes).
+publishing readings over MQTT), ``alert_listener`` (checks the alerts a graph publishes) and
+``window_check`` (checks a file sink's windows against the generator's input).
 
 ``flow`` args: ``graph`` (a graph file, relative to the working directory, or the graph
 inline), optionally ``node`` (default: the service's node).  Checkpoints go under the run
-directory unless the graph's settings say otherwise, so a restarted service resumes.
+directory unless the graph's settings say otherwise, so a restarted service resumes; a file
+source's or sink's ``path`` may start with ``{run_dir}``, the run directory.
+
+``window_check`` (a workload) checks that a graph's windows hold every record exactly once.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from typing import Any
 from apps.scenario.entry import ServiceContext, WorkloadContext
 from apps.workloads import _arg
 from compute.stream.flow import FlowRun
-from compute.stream.graph import Graph, load_graph, parse_graph
+from compute.stream.graph import (
+    FileSink,
+    FileSource,
+    GeneratorSource,
+    Graph,
+    KeyByOp,
+    WindowOp,
+    load_graph,
+    parse_graph,
+)
 from compute.stream.instance import Instance
 from compute.stream.sources import parse_broker
 from icn.endpoint import Endpoint
@@ -38,7 +51,10 @@ METRICS = (
 )
 
 
-def _graph(args: dict[str, Any]) -> Graph:
+RUN_DIR = "{run_dir}"  # in a file source's or sink's path: the scenario run's directory
+
+
+def _graph(args: dict[str, Any], run_dir: Path) -> Graph:
     spec = args.get("graph")
     if isinstance(spec, str):
         graph = load_graph(Path(spec))
@@ -46,6 +62,9 @@ def _graph(args: dict[str, Any]) -> Graph:
         graph = parse_graph(spec, "args.graph")
     else:
         raise ConfigError("args.graph: give a graph file path or the graph inline (a mapping)")
+    for op in graph.ops.values():
+        if isinstance(op, FileSink | FileSource):
+            op.path = op.path.replace(RUN_DIR, str(run_dir))
     for name in graph.order:
         Instance.check(graph, name)
     return graph
@@ -53,7 +72,7 @@ def _graph(args: dict[str, Any]) -> Graph:
 
 async def flow(ctx: ServiceContext) -> None:
     """Run the operators placed on this node (``args.node`` or the service's)."""
-    graph = _graph(ctx.args)
+    graph = _graph(ctx.args, ctx.run_dir)
     node = str(ctx.args.get("node", ctx.node))
     unplaced = [name for name, op in graph.ops.items() if op.node is None]
     if unplaced:
@@ -173,3 +192,123 @@ async def alert_listener(ctx: WorkloadContext) -> None:
             ctx.record(False, error=f"no alert for hot sensor {sensor}")
     finally:
         await source.close()
+
+
+EXACTLY_ONCE = "exactly_once_per_window"  # the invariant each window of window_check checks
+CHECK_EVERY = 2.0  # seconds between two reads of the sink's files
+
+
+def _only(graph: Graph, kind: type, name: object, what: str) -> Any:
+    """The operator ``name`` (of type ``kind``), or the graph's only one of that type."""
+    ops: list[Any] = [op for op in graph.ops.values() if isinstance(op, kind)]
+    if name is not None:
+        ops = [op for op in ops if op.name == name]
+        if not ops:
+            raise SystemExit(f"args.{what}: the graph has no {what} operator named {name!r}")
+    if len(ops) != 1:
+        names = ", ".join(op.name for op in ops) or "none"
+        raise SystemExit(f"args.{what}: name the {what} operator to check ({names})")
+    return ops[0]
+
+
+def window_reference(
+    gen: GeneratorSource, key_field: str, size_ms: int
+) -> dict[tuple[Any, int], list[int]]:
+    """(key, window start) -> the record numbers the window must hold, from the generator's
+    deterministic input (its ``fn`` gives each record's key)."""
+    from compute.stream.operators import load_fn
+
+    if gen.count is None or gen.fn is None:
+        raise SystemExit(
+            f"args.graph: generator {gen.name} needs count: N and fn: (records that carry their "
+            "number, e.g. apps.stream_demo:numbered) to be checked"
+        )
+    fn = load_fn(gen.fn, f"{gen.name}.fn")
+    out: dict[tuple[Any, int], list[int]] = {}
+    for i in range(gen.count):
+        t = gen.start + int(i * 1000 / gen.events_per_second)
+        out.setdefault((fn(i)[key_field], t - t % size_ms), []).append(i)
+    return out
+
+
+def read_windows(paths: list[Path]) -> dict[tuple[Any, int], list[list[int]]]:
+    """(key, window start) -> the record numbers of each time the sink wrote that window."""
+    seen: dict[tuple[Any, int], list[list[int]]] = {}
+    for path in paths:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                win = json.loads(line)["value"]
+                key = (win["key"], int(win["start"]))
+                ids = [int(i) for i in win["value"]]
+            except (ValueError, KeyError, TypeError):
+                continue  # a line being written
+            seen.setdefault(key, []).append(ids)
+    return seen
+
+
+def judge_window(expected: list[int] | None, written: list[list[int]]) -> tuple[bool, str]:
+    """Whether a window holds every record of its reference exactly once, and the outcome."""
+    if expected is None:
+        return False, "unexpected window"
+    if not written:
+        return False, "missing window"
+    if len(written) > 1:
+        return False, "window written more than once"
+    got = written[0]
+    if sorted(got) == sorted(expected):
+        return True, "exactly once"
+    if len(set(got)) < len(got):
+        return False, "records repeated"
+    if set(got) - set(expected):
+        return False, "records from another window"
+    return False, "records missing"
+
+
+async def window_check(ctx: WorkloadContext) -> None:
+    """Check the output of a graph's file sink against the generator's input: every window of
+    the reference once, holding each of its records once (invariant
+    ``exactly_once_per_window``, one check per window), at the end of the workload or as soon
+    as every window was written.
+
+    ``args.graph`` is the graph (as for ``flow``), with a generator whose ``fn`` gives records
+    carrying their number (``apps.stream_demo:numbered``), a key_by on a field, a tumbling
+    window reducing the numbers (``aggregate: reduce``, ``reduce: apps.stream_demo:concat``,
+    ``field: ids``) and a file sink; ``args.generator``, ``args.key_by``, ``args.window`` and
+    ``args.sink`` name them when the graph has several.  Metrics: ``windows_expected``,
+    ``windows_written``."""
+    graph = _graph(ctx.args, ctx.run_dir)
+    gen = _only(graph, GeneratorSource, ctx.args.get("generator"), "generator")
+    key_by = _only(graph, KeyByOp, ctx.args.get("key_by"), "key_by")
+    window = _only(graph, WindowOp, ctx.args.get("window"), "window")
+    sink = _only(graph, FileSink, ctx.args.get("sink"), "sink")
+    size_ms, slide_ms = window.size_slide_ms()
+    if key_by.field is None or size_ms != slide_ms:
+        raise SystemExit("args.graph: checked are a key_by on a field and a tumbling window")
+    reference = window_reference(gen, key_by.field, size_ms)
+    paths = [
+        Path(sink.path.replace("{partition}", str(p))) for p in range(graph.partitions[sink.name])
+    ]
+    ctx.metric("windows_expected", len(reference))
+    started = time.time()
+    seen: dict[tuple[Any, int], list[list[int]]] = {}
+    while ctx.remaining > CHECK_EVERY:
+        seen = await asyncio.to_thread(read_windows, paths)
+        ctx.metric("windows_written", len(seen))
+        if set(reference) <= set(seen):
+            await asyncio.sleep(CHECK_EVERY)  # one more read: the last batch fully written
+            seen = await asyncio.to_thread(read_windows, paths)
+            break
+        await asyncio.sleep(CHECK_EVERY)
+    else:
+        seen = await asyncio.to_thread(read_windows, paths)
+    ctx.metric("windows_written", len(seen))
+    for key in sorted({*reference, *seen}, key=lambda k: (k[1], str(k[0]))):
+        held, outcome = judge_window(reference.get(key), seen.get(key, []))
+        detail = None if held else f"key {key[0]} window {key[1]} ms"
+        ctx.check(EXACTLY_ONCE, held, outcome, detail)
+        ctx.record(held, sent=started, error=None if held else outcome)
+    ctx.log(f"{len(seen)} of {len(reference)} windows written; checked")
