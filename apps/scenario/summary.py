@@ -129,11 +129,11 @@ def _verdict(
             parts.append(f"{len(violated)} of {len(invariants)} invariants not held ({what})")
         console.print(f"[bold red]FAILED: {'; '.join(parts)}[/bold red]")
         return
-    text = f"PASSED: {len(expectations)} expectations held"
+    held = [f"{len(expectations)} expectations held"] if expectations else []
     if invariants:
         checks = sum(int(i.get("checks") or 0) for i in invariants)
-        text += f", {len(invariants)} invariants held ({checks:,} checks)"
-    console.print(f"[bold green]{text}[/bold green]")
+        held.append(f"{len(invariants)} invariants held ({checks:,} checks)")
+    console.print(f"[bold green]PASSED: {', '.join(held)}[/bold green]")
 
 
 def _fault_counts_table(counts: list[Mapping[str, Any]], console: Console) -> None:
