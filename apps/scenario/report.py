@@ -490,15 +490,19 @@ def build_report(
     faults: list[dict[str, Any]],
     route_events: list[dict[str, Any]],
     meta: dict[str, Any],
+    ran_for: float | None = None,
 ) -> dict[str, Any]:
     """The whole run as one JSON-ready dict (see the module docstring for the inputs).
+
+    ``ran_for``: how long the run went on, when it ended before ``scenario.duration``
+    (``stop_when_done``); workloads' rates are over what they had of it.
 
     ``records`` holds each service's and workload's results file: operation records and
     metric lines (:mod:`apps.scenario.app_metrics`).  Those of a process the scenario does not
     declare are ignored (there is no span to measure them over); a declared workload without
     records appears with 0 requests.
     """
-    run_duration = scenario.duration
+    run_duration = scenario.duration if ran_for is None else min(ran_for, scenario.duration)
     interval = scenario.report.interval
     workloads = {
         w.name: workload_stats(

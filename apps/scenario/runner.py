@@ -55,6 +55,7 @@ class Event:
 @dataclass
 class RunState:
     t0: float = 0.0
+    ended_at: float | None = None  # seconds after t0 the timeline ended (None: not yet)
     samples: list[dict[str, Any]] = field(default_factory=list)
     faults: list[dict[str, Any]] = field(default_factory=list)
     route_events: list[dict[str, Any]] = field(default_factory=list)
@@ -368,7 +369,21 @@ class ScenarioRunner:
                 self.start_workload(what)
             else:
                 await apply_fault(self, what)
-        await asyncio.sleep(max(0.0, self.sc.duration - self.now()))
+        while (left := self.sc.duration - self.now()) > 0:
+            if self.sc.stop_when_done and self.workloads_done():
+                self.event("every workload has finished: the run ends (stop_when_done)")
+                break
+            await asyncio.sleep(min(left, 0.1))
+        self.state.ended_at = self.now()
+
+    def workloads_done(self) -> bool:
+        """Every workload was started and its process has ended (faults are all applied by
+        the time the timeline asks: they come first)."""
+        for wl in self.sc.workloads:
+            child = self.procs.get(wl.name)
+            if child is None or child.proc.poll() is None:
+                return False
+        return bool(self.sc.workloads)
 
     async def finish_workloads(self) -> None:
         """Give running workloads their grace to finish, then stop them."""
@@ -449,6 +464,7 @@ class ScenarioRunner:
             self.state.faults,
             self.state.route_events,
             meta,
+            ran_for=self.state.ended_at,
         )
 
     def shutdown(self) -> None:

@@ -408,6 +408,11 @@ class Scenario(_Strict):
     description: str = ""
     backend: Literal["local", "netns"] = "local"
     duration: Duration = 10.0
+    stop_when_done: bool = Field(
+        False,
+        description="end the run once every workload has finished and every fault has been "
+        "applied, instead of at duration (then the upper bound)",
+    )
     nodes: dict[Identifier, NodeSpec]
     links: list[LinkSpec] = Field(default_factory=list)
     routes: Literal["auto"] | list[RouteSpec] = "auto"

@@ -42,6 +42,9 @@ def test_allreduce_under_five_percent_loss_is_exact_and_recovered_from_caches(
     _passed(proc, report)
     for w in WORKERS:  # every round at every worker was bit-exact (the worker checks)
         assert report["workloads"][w]["ok"] == report["workloads"][w]["requests"] == 4
+    # stop_when_done: the run ended with its workers, not after its 22 s
+    (end,) = [e for e in report["meta"]["events"] if "the run ends" in e["text"]]
+    assert end["t"] < 21
     assert _metric_total(report, "interests_retransmitted") > 0  # the loss was real
     from_caches = _node_total(report, "fw.cs_hit_bytes")
     resent = _metric_total(report, "bytes_resent")

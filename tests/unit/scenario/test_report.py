@@ -451,3 +451,23 @@ def test_a_workload_reports_only_what_it_was_asked_to() -> None:
     assert "500" not in row  # the latency (500 ms) is not shown
     assert row.split()[1:5] == ["-", "-", "-", "-"]  # nor the success counts
     assert "0.25" in row  # 1 success over 4 s
+
+
+def test_a_run_that_ended_early_rates_workloads_over_what_it_ran() -> None:
+    sc = Scenario.model_validate(
+        {
+            "name": "r",
+            "duration": 40,
+            "stop_when_done": True,
+            "nodes": {"a": {}},
+            "workloads": [{"name": "w", "node": "a", "entry": "m:f"}],
+        }
+    )
+    records = {
+        "w": [{"t": 1000.0 + i, "sent": 999.5 + i, "ok": True, "latency": 0.5} for i in range(8)]
+    }
+    full = build_report(sc, 1000.0, records, [], [], [], {})
+    early = build_report(sc, 1000.0, records, [], [], [], {}, ran_for=8.0)
+    assert full["workloads"]["w"]["throughput"] == 8 / 40
+    assert early["workloads"]["w"]["throughput"] == 8 / 8
+    assert Scenario.model_validate({"name": "d", "nodes": {"a": {}}}).stop_when_done is False
