@@ -8,6 +8,7 @@ neither destroyed nor updated.
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 from typing import Any
 
@@ -34,6 +35,9 @@ from icn.errors import DecodeError, FaceError
 from icn.tlv import read_tl
 
 PERSISTENT, ON_DEMAND, PERMANENT = 0, 1, 2
+# What faces/create can make: NFD answers 406 for a well-formed URI of any other scheme.
+CREATABLE = frozenset(("udp", "udp4", "udp6", "tcp", "tcp4", "tcp6"))
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 FACE_QUERY_FILTER = 0x96
 CONNECT_FAILED = 504  # NFD's code when the remote end cannot be reached
 
@@ -57,6 +61,24 @@ def _body(face: Face, permanent: set[int]) -> ControlParametersValue:
     body.face_persistency = _persistency(face, permanent)
     body.flags = 0
     return body
+
+
+def _update_body(face: Face, permanent: set[int]) -> ControlParametersValue:
+    """The faces/update reply as NFD's: FaceId, FacePersistency, Flags and the congestion
+    settings, never the URIs (ndn-cxx's FaceUpdateCommand rejects a reply carrying them)."""
+    body = ControlParametersValue()
+    body.face_id = face.face_id
+    body.face_persistency = _persistency(face, permanent)
+    body.flags = 0
+    body.base_congestion_mark_interval = round(face.link.congestion_interval * 1e9)  # ns
+    body.default_congestion_threshold = face.link.congestion_threshold  # bytes
+    return body
+
+
+def _scheme(uri: str) -> str | None:
+    """The scheme of a well-formed ``scheme://...`` URI (lower case), else None."""
+    match = _SCHEME.match(uri)
+    return match.group(1).lower() if match else None
 
 
 def _face_status(st: dict[str, Any], persistency: int) -> FaceStatus:
@@ -99,6 +121,11 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
     async def create(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
         if not params.uri:
             raise ControlError(BAD_PARAMS, "faces/create needs a Uri such as udp4://host:6363")
+        scheme = _scheme(str(params.uri))
+        if scheme is not None and scheme not in CREATABLE:
+            raise ControlError(
+                UNSUPPORTED_PROTOCOL, f"cannot create {scheme} faces; use udp4:// or tcp4://"
+            )
         try:
             target: FaceUri = parse_face_uri(str(params.uri))
         except FaceError as exc:
@@ -143,7 +170,9 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
             raise ControlError(BAD_PARAMS, "Flags needs a Mask saying which bits to change")
         if params.flags is not None and int(params.flags) & int(params.mask or 0):
             # LocalFields, LpReliability and CongestionMarking are not face options here.
-            raise ControlError(CONFLICT, "face flags are not supported", _body(face, permanent))
+            raise ControlError(
+                CONFLICT, "face flags are not supported", _update_body(face, permanent)
+            )
         if params.face_persistency is not None:
             persistency = _int(params.face_persistency)
             if persistency not in (PERSISTENT, ON_DEMAND, PERMANENT):
@@ -153,7 +182,7 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
                 permanent.add(face.face_id)
             else:
                 permanent.discard(face.face_id)
-        return _body(face, permanent)
+        return _update_body(face, permanent)
 
     def listing(_requester: int, _extra: list[bytes]) -> bytes:
         return _encode_faces(None)

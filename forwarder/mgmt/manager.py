@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from forwarder.mgmt import (
+    channel_module,
     cs_module,
     face_module,
     fib_module,
@@ -21,6 +22,7 @@ from forwarder.mgmt.mgmt_face import ManagementFace
 MODULES = (
     rib_module,
     face_module,
+    channel_module,
     fib_module,
     strategy_module,
     cs_module,
