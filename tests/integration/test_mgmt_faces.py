@@ -1,14 +1,17 @@
-"""faces/create over TCP: a face to a live TCP peer, a duplicate, and an unreachable peer."""
+"""faces/create over TCP: a face to a live TCP peer, a duplicate, and an unreachable peer;
+faces/channels of a daemon with real listeners."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
+from forwarder.mgmt.channel_module import ChannelStatusMsg
 from tests.unit.mgmt.test_management import App
 
 
@@ -54,3 +57,18 @@ async def test_tcp4_face_create_duplicate_destroy_and_refused(daemon: ForwarderD
     refused = await app.command("faces", "create", uri=f"tcp4://127.0.0.1:{port}")
     assert refused["status_code"] == 504
     assert refused["status_text"].count(f"127.0.0.1:{port}") == 1
+
+
+async def test_faces_channels_lists_the_daemons_real_listeners(workdir: Path) -> None:
+    sock = workdir / "fwd.sock"
+    cfg = {"listen": {"udp": ["127.0.0.1:0"], "tcp": ["127.0.0.1:0"], "unix": str(sock)}}
+    d = ForwarderDaemon(config_from_dict(cfg))
+    await d.start()
+    try:
+        msg = ChannelStatusMsg.parse(await App(d).dataset("faces", "channels"))
+        got = [bytes(ch.local_uri).decode() for ch in msg.channel_status]
+        assert got == d.listen_uris  # the ports the kernel chose, as the daemon logged them
+        assert [u.split("://")[0] for u in got] == ["udp4", "tcp4", "unix"]
+        assert got[2] == f"unix://{sock}"
+    finally:
+        await d.stop()
