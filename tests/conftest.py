@@ -1,4 +1,5 @@
-"""Shared fixtures: a temporary directory that is always removed."""
+"""Shared fixtures: a temporary directory that is always removed; the chaos harness (fault tests
+run quiet and with the CPU saturated, see tests/chaos/harness.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ("tests.chaos.harness",)
 
 
 @pytest.fixture

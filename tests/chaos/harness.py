@@ -1,0 +1,64 @@
+"""The chaos harness as a pytest plugin (loaded by tests/conftest.py).
+
+A test marked ``@pytest.mark.fault`` (it kills, restarts or cuts something and checks what
+survives) runs twice: ``[quiet]`` as it is, and ``[saturated]`` with one busy process per core
+running beside it (:class:`~tests.chaos.contention.Contention`), with the same assertions.  It
+gets its deadlines from the ``cpu`` fixture: ``cpu.budget(seconds)`` is ``seconds`` times the
+contention measured when the test started (:func:`~tests.chaos.contention.time_scale`), so a
+budget grows with the load the test really meets rather than being loosened for the worst case.
+
+``pytest -m fault`` runs only these tests; ``-k saturated`` only their saturated runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.chaos.contention import Contention, baseline, time_scale
+
+LOADS = ("quiet", "saturated")
+
+
+@dataclass(frozen=True)
+class CpuLoad:
+    """What a test runs beside: ``kind`` (quiet, saturated, or unmeasured for a test not marked
+    fault), the measured ``scale`` and the busy processes' PIDs."""
+
+    kind: str
+    scale: float = 1.0
+    pids: list[int] = field(default_factory=list)
+
+    def budget(self, seconds: float) -> float:
+        """A deadline of ``seconds`` on a quiet machine, scaled to the load measured now."""
+        return seconds * self.scale
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    baseline()  # the calibration's quiet reference, before any contention
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("fault") is not None:
+        metafunc.parametrize("cpu", LOADS, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def cpu(request: pytest.FixtureRequest) -> Iterator[CpuLoad]:
+    """The load a fault test runs under (autouse so that the parametrization above can reach
+    every marked test; other tests get an unmeasured load of scale 1 and pay nothing)."""
+    kind = getattr(request, "param", None)
+    if kind is None:
+        yield CpuLoad("unmeasured")
+        return
+    if kind == "quiet":
+        load = CpuLoad(kind, time_scale())
+        request.node.user_properties.append(("time_scale", load.scale))
+        yield load
+        return
+    with Contention() as contention:
+        load = CpuLoad(kind, time_scale(), contention.pids)
+        request.node.user_properties.append(("time_scale", load.scale))
+        yield load

@@ -1,0 +1,69 @@
+"""The harness itself: busy processes start, really load the CPU and are reaped; the time scale
+sees the load; a fault test runs once quiet and once saturated."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tests.chaos.contention import MAX_SCALE, Contention, cpu_seconds, measure, time_scale
+from tests.chaos.harness import CpuLoad
+
+
+def test_busy_processes_load_every_core_and_are_reaped() -> None:
+    with Contention() as contention:
+        pids = contention.pids
+        assert len(pids) == (os.cpu_count() or 1)
+        before = {pid: cpu_seconds(pid) for pid in pids}
+        started = time.monotonic()
+        time.sleep(1.0)  # the thing measured: how much CPU the busy processes take meanwhile
+        wall = time.monotonic() - started
+        used = sum(cpu_seconds(pid) - before[pid] for pid in pids)
+    # each would take a whole core on an idle machine; the machine is shared, so ask for half
+    assert used >= 0.5 * wall * len(pids), f"busy processes used {used:.2f} s in {wall:.2f} s"
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}"), f"busy process {pid} was not reaped"
+
+
+def test_busy_processes_are_stopped_when_the_body_raises() -> None:
+    contention = Contention(processes=1)
+    with pytest.raises(RuntimeError), contention:
+        pid = contention.pids[0]
+        raise RuntimeError("the test failed")
+    assert not os.path.exists(f"/proc/{pid}")
+
+
+def test_a_busy_process_ends_by_itself_after_its_life() -> None:
+    contention = Contention(processes=1, max_life=0.3)
+    contention.start()
+    try:
+        contention.children[0].wait(10)  # bounded: it should end within about 0.4 s
+        assert contention.children[0].returncode == 0
+    finally:
+        contention.stop()
+
+
+def test_time_scale_grows_with_contention() -> None:
+    quiet = measure()
+    # two busy processes per core: the calibration gets at most a third of a core
+    with Contention(processes=2 * (os.cpu_count() or 1)):
+        loaded = measure()
+        scale = time_scale()
+    assert loaded > 1.3 * quiet, f"calibration took {loaded:.4f} s loaded, {quiet:.4f} s quiet"
+    assert 1.0 < scale <= MAX_SCALE
+
+
+@pytest.mark.fault
+def test_a_fault_test_runs_quiet_and_saturated(
+    cpu: CpuLoad, request: pytest.FixtureRequest
+) -> None:
+    assert cpu.kind == request.node.callspec.params["cpu"]
+    assert cpu.budget(10) == 10 * cpu.scale
+    assert 1.0 <= cpu.scale <= MAX_SCALE
+    if cpu.kind == "saturated":
+        assert len(cpu.pids) == (os.cpu_count() or 1)
+        assert all(os.path.exists(f"/proc/{pid}") for pid in cpu.pids)
+    else:
+        assert cpu.pids == []
