@@ -1,6 +1,7 @@
 """``icn flow run|check``: run a stream operator graph, on a forwarder of its own (in this
 process) or on a running one (``--connect``), all of it or some operators (``--only``,
-``--node``), with a progress line per second and a table of counters at the end."""
+``--node``), with a line on stderr once every instance is open ("flow ready /f: a.0, ..."), a
+progress line per second and a table of counters at the end."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ flow_app = typer.Typer(
     "is invalid; 130 interrupted.",
 )
 EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 1, 2, 130
+READY = "flow ready"  # then the flow's name and the instances run here
 SHOWN = ("records_in", "records", "records_out", "batches", "interests_retransmitted", "losses")
 
 
@@ -77,7 +79,10 @@ def run(
     timeout: Annotated[float | None, typer.Option(help="give up after this many seconds")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress line")] = False,
 ) -> None:
-    """Run a graph until every sink run here has ended (forever with an endless source)."""
+    """Run a graph until every sink run here has ended (forever with an endless source).
+
+    Prints "flow ready <flow>: <instances>" on stderr once every instance run here is open
+    (streams registered, MQTT sources subscribed)."""
     graph = load_checked(graph_file)
     which = graph.instances(node)
     if only:
@@ -132,6 +137,10 @@ async def _run(graph, which, connect, state_dir, timeout, quiet) -> int:  # type
                     f"{inst.id}: resumed from its checkpoint at input {inst.in_pos}",
                     file=sys.stderr,
                 )
+        # every instance here is open: its stream registered, an MQTT source subscribed (from
+        # now on the broker keeps its messages); scripts and tests wait for this line
+        ids = ", ".join(inst.id for inst in flow.instances)
+        print(f"{READY} {graph.flow}: {ids}", file=sys.stderr, flush=True)
         waiter = asyncio.ensure_future(
             flow.wait(
                 timeout,

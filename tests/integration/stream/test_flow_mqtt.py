@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from apps.cli_flow import READY
 from apps.inproc import attach_endpoint
 from apps.mqtt_broker import MosquittoBroker
 from apps.procs import ProcessGroup, icn_argv
@@ -24,6 +25,8 @@ from compute.stream.mqtt_io import MqttSink, MqttSource
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from icn.endpoint import Endpoint
+from tests.chaos.harness import CpuLoad
+from tests.integration.face.util import wait_until
 
 
 @pytest.fixture
@@ -57,7 +60,11 @@ def graph(broker: MosquittoBroker, sink: dict[str, Any], state: Path) -> dict[st
     }
 
 
-async def publish(broker: MosquittoBroker, n: int, rate: float, first: int = 0) -> None:
+async def publish(
+    broker: MosquittoBroker, n: int, rate: float, first: int = 0, sent: list[int] | None = None
+) -> None:
+    """``n`` messages at ``rate`` per second (pacing: a stream, not a burst); ``sent[0]`` counts
+    those the broker has acknowledged."""
     sink = MqttSink("127.0.0.1", broker.port, client_id="test-publisher")
     await sink.start()
     try:
@@ -66,6 +73,8 @@ async def publish(broker: MosquittoBroker, n: int, rate: float, first: int = 0) 
             await asyncio.sleep(max(0.0, start + (i - first) / rate - time.monotonic()))
             body = {"i": i, "t": i, "sensor": f"s{i % 3}", "value": i}
             await sink.publish(f"in/s{i % 3}", json.dumps(body).encode())
+            if sent is not None:
+                sent[0] += 1
     finally:
         await sink.close()
 
@@ -107,7 +116,10 @@ async def test_qos1_messages_through_a_graph_and_out_over_mqtt(
     assert {r["key"] for r in got} == {"s0", "s1", "s2"}
 
 
-async def test_killed_mqtt_source_loses_no_message(broker: MosquittoBroker, workdir: Path) -> None:
+@pytest.mark.fault
+async def test_killed_mqtt_source_loses_no_message(
+    broker: MosquittoBroker, workdir: Path, cpu: CpuLoad
+) -> None:
     n, rate = 3000, 1000.0
     out = workdir / "out.jsonl"
     path = workdir / "graph.yaml"
@@ -115,6 +127,14 @@ async def test_killed_mqtt_source_loses_no_message(broker: MosquittoBroker, work
         yaml.safe_dump(graph(broker, {"type": "file_sink", "path": str(out)}, workdir / "state"))
     )
     sock = workdir / "fwd.sock"
+
+    def delivered() -> list[int]:
+        text = out.read_text() if out.exists() else ""
+        return [json.loads(line)["value"]["i"] for line in text.splitlines()]
+
+    def some_delivered() -> bool:
+        return out.exists() and out.stat().st_size > 0
+
     with ProcessGroup(workdir) as group:
 
         def flow(name: str, only: str) -> Any:
@@ -122,23 +142,29 @@ async def test_killed_mqtt_source_loses_no_message(broker: MosquittoBroker, work
             return group.start(name, [*argv, "--only", only, "--quiet"])
 
         fwd = group.start("fwd", icn_argv("fwd", "--unix", str(sock)))
-        fwd.wait_for("forwarder ready", stream="stderr")
+        fwd.wait_for("forwarder ready", stream="stderr", timeout=cpu.budget(15))
         source = flow("source", "readings")
-        flow("rest", "doubled,out")
-        await asyncio.sleep(1.5)  # both subscribed and reading
-        publisher = asyncio.ensure_future(publish(broker, n, rate))
-        await asyncio.sleep(1.2)  # about a third published
+        rest = flow("rest", "doubled,out")
+        # the broker keeps messages for the source's session only once it has subscribed
+        # (before, no session wants them and they are dropped): publish after its ready line
+        source.wait_for(READY, stream="stderr", timeout=cpu.budget(20))
+        rest.wait_for(READY, stream="stderr", timeout=cpu.budget(20))
+        sent = [0]
+        publisher = asyncio.ensure_future(publish(broker, n, rate, sent=sent))
+        # killed mid-stream: once a third is published and the source has delivered some
+        await wait_until(lambda: sent[0] >= n // 3 and some_delivered(), cpu.budget(20))
         source.proc.kill()
         source.proc.wait(10)
-        await asyncio.sleep(0.5)  # messages pile up at the broker meanwhile
+        # the source stays away while another sixth is published: those wait at the broker
+        at_kill = sent[0]
+        await wait_until(lambda: sent[0] >= min(n, at_kill + n // 6), cpu.budget(20))
         source2 = flow("source2", "readings")
-        await publisher
+        await asyncio.wait_for(publisher, cpu.budget(20))
         seen: list[int] = []
-        async with asyncio.timeout(40):
+        async with asyncio.timeout(cpu.budget(40)):
             while len(set(seen)) < n:
-                await asyncio.sleep(0.2)
-                text = out.read_text() if out.exists() else ""
-                seen = [json.loads(line)["value"]["i"] for line in text.splitlines()]
+                await asyncio.sleep(0.2)  # polling the sink's file
+                seen = delivered()
         assert "Traceback" not in source2.errors()
     assert set(seen) == set(range(n))
     # a message is repeated only if the source died between logging its batch and the
