@@ -48,6 +48,7 @@ T = TypeVar("T")
 SESSION_NEVER_EXPIRES = 0xFFFFFFFF  # seconds; this value means "never" in MQTT 5
 RECEIVE_MAXIMUM_LIMIT = 65535  # a two-byte field in CONNECT
 FIRST_BACKOFF = 0.05  # seconds before the first reconnection attempt; doubles up to max_backoff
+SYNC_FILTER = "icn/sync/never-subscribed"  # MqttSource.sync's round trip unsubscribes it
 
 
 class MqttUnavailable(IcnError):
@@ -479,6 +480,16 @@ class MqttSource(_Endpoint):
             else:
                 rc = link.client._client.ack(mid, 1)
             self.counters["acked" if rc == paho.MQTT_ERR_SUCCESS else "acks_failed"] += 1
+
+    async def sync(self) -> None:
+        """Return once the broker has handled every acknowledgement sent before the call: one
+        round trip (an UNSUBSCRIBE of a filter never subscribed, answered by an UNSUBACK)
+        behind them, since a broker handles a connection's packets in order.  Raises
+        MqttError if the connection drops first (what was not handled is delivered again)."""
+        link = self._link
+        if link is None or link.lost.done():
+            raise aiomqtt.MqttError("not connected to the broker")
+        await link.until_lost(link.client.unsubscribe(SYNC_FILTER, timeout=self.timeout))
 
     async def close(self) -> None:
         """Disconnect without acknowledging anything; unread messages are dropped (the broker

@@ -19,6 +19,8 @@ from apps import mqtt_broker
 from apps.mqtt_broker import NOT_INSTALLED, MosquittoBroker, find_mosquitto, free_port
 from compute.stream.mqtt_io import MqttMessage, MqttSink, MqttSource, MqttUnavailable
 from icn.errors import ConfigError
+from tests.chaos.harness import CpuLoad
+from tests.integration.face.util import wait_until
 
 pytestmark = pytest.mark.skipif(find_mosquitto() is None, reason=NOT_INSTALLED)
 
@@ -86,7 +88,8 @@ async def test_qos1_5000_messages_none_lost_in_order(broker: MosquittoBroker) ->
     try:
         sent = payloads(5000)
         publisher = asyncio.create_task(publish_concurrently(sink, sent, 400))
-        await asyncio.sleep(0.5)  # a consumer that starts late: 500 wait, the socket pauses
+        # a consumer that starts late: 500 wait and the socket pauses
+        await wait_until(lambda: source.counters["pauses"] >= 1, 10)
         got = await collect(source, set(sent), within=20)
         await publisher
         got += await drain(source, 0.2)
@@ -112,7 +115,7 @@ async def test_close_without_ack_leaves_messages_with_the_broker(broker: Mosquit
     got = await collect(a, set(sent), within=5, ack=False)
     assert [m.payload for m in got] == sent
     a.ack(got[:30])  # durably taken: the broker may forget these
-    await asyncio.sleep(0.2)  # the PUBACKs reach the broker
+    await a.sync()  # the broker has handled the PUBACKs
     await a.close()  # the other 70 were never acknowledged: close must not do it
     assert a.counters["acked"] == 30
 
@@ -139,15 +142,16 @@ async def main(port, n):
         while len(got) < n:
             got += await source.get(n - len(got), 1.0)
     source.ack(got[: n // 2])
-    await asyncio.sleep(0.3)  # the PUBACKs reach the broker
+    await source.sync()  # the broker has handled the PUBACKs
     print(json.dumps([m.payload.decode() for m in got]), flush=True)
-    await asyncio.sleep(60)  # killed here, before anything else is acknowledged
+    await asyncio.sleep(60)  # parked until the test kills it, before anything else is acked
 
 asyncio.run(main(int(sys.argv[1]), int(sys.argv[2])))
 """
 
 
-async def test_crash_before_ack_means_redelivery(broker: MosquittoBroker) -> None:
+@pytest.mark.fault
+async def test_crash_before_ack_means_redelivery(broker: MosquittoBroker, cpu: CpuLoad) -> None:
     sink = MqttSink(broker.host, broker.port, client_id="pub")
     await sink.start()
     # the subscription exists before anything is published
@@ -168,7 +172,7 @@ async def test_crash_before_ack_means_redelivery(broker: MosquittoBroker) -> Non
     )
     try:
         assert child.stdout is not None and child.stderr is not None
-        async with asyncio.timeout(15):
+        async with asyncio.timeout(cpu.budget(15)):
             line = await child.stdout.readline()
         assert line, (await child.stderr.read()).decode()[-2000:]
         assert [p.encode() for p in json.loads(line)] == sent
@@ -183,7 +187,7 @@ async def test_crash_before_ack_means_redelivery(broker: MosquittoBroker) -> Non
     b = MqttSource(broker.host, broker.port, TOPIC, client_id="X")
     await b.start()
     try:
-        again = await collect(b, set(sent[100:]), within=5)
+        again = await collect(b, set(sent[100:]), within=cpu.budget(5))
         again += await drain(b)
         assert [m.payload for m in again] == sent[100:]  # the acknowledged half is gone
         assert b.counters["redelivered"] >= 1  # sent to the crashed process before
@@ -192,7 +196,10 @@ async def test_crash_before_ack_means_redelivery(broker: MosquittoBroker) -> Non
         await sink.close()
 
 
-async def test_persistent_session_keeps_messages_while_away(broker: MosquittoBroker) -> None:
+@pytest.mark.fault
+async def test_persistent_session_keeps_messages_while_away(
+    broker: MosquittoBroker, cpu: CpuLoad
+) -> None:
     sink = MqttSink(broker.host, broker.port, client_id="pub")
     await sink.start()
     source = MqttSource(broker.host, broker.port, TOPIC, client_id="away")
@@ -203,7 +210,7 @@ async def test_persistent_session_keeps_messages_while_away(broker: MosquittoBro
         await publish_all(sink, away)
         source = MqttSource(broker.host, broker.port, TOPIC, client_id="away")
         await source.start()
-        got = await collect(source, set(away), within=5)
+        got = await collect(source, set(away), within=cpu.budget(5))
         assert [m.payload for m in got] == away
         await source.close()
 
@@ -214,7 +221,7 @@ async def test_persistent_session_keeps_messages_while_away(broker: MosquittoBro
         await broker.restart()
         source = MqttSource(broker.host, broker.port, TOPIC, client_id="away")
         await source.start()
-        got = await collect(source, set(later), within=5)
+        got = await collect(source, set(later), within=cpu.budget(5))
         got += await drain(source)
         assert [m.payload for m in got] == later
     finally:
@@ -222,8 +229,9 @@ async def test_persistent_session_keeps_messages_while_away(broker: MosquittoBro
         await sink.close()
 
 
+@pytest.mark.fault
 async def test_source_and_sink_reconnect_across_a_broker_restart(
-    broker: MosquittoBroker,
+    broker: MosquittoBroker, cpu: CpuLoad
 ) -> None:
     source = MqttSource(broker.host, broker.port, TOPIC, client_id="rc", max_backoff=0.5)
     sink = MqttSink(broker.host, broker.port, client_id="rc-pub", max_backoff=0.5)
@@ -233,14 +241,14 @@ async def test_source_and_sink_reconnect_across_a_broker_restart(
         sent = payloads(400)
         publisher = asyncio.create_task(publish_all(sink, sent))
         got: list[MqttMessage] = []
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(cpu.budget(5)):
             while len(got) < 100:
                 batch = await source.get(1000, 0.5)
                 got += batch
                 source.ack(batch)
         await broker.restart()  # while the sink publishes and the source reads
-        got += await collect(source, set(sent) - {m.payload for m in got}, within=15)
-        await publisher
+        got += await collect(source, set(sent) - {m.payload for m in got}, within=cpu.budget(15))
+        await asyncio.wait_for(publisher, cpu.budget(15))
         got += await drain(source)
         assert first_seen(got) == sent  # every message, in order, repeats allowed
         assert source.counters["reconnects"] >= 1
@@ -251,8 +259,9 @@ async def test_source_and_sink_reconnect_across_a_broker_restart(
         await sink.close()
 
 
+@pytest.mark.fault
 async def test_messages_unread_at_a_drop_come_once_more_from_the_broker(
-    broker: MosquittoBroker,
+    broker: MosquittoBroker, cpu: CpuLoad
 ) -> None:
     source = MqttSource(broker.host, broker.port, TOPIC, client_id="unread", max_backoff=0.2)
     sink = MqttSink(broker.host, broker.port, client_id="unread-pub")
@@ -261,15 +270,11 @@ async def test_messages_unread_at_a_drop_come_once_more_from_the_broker(
     try:
         sent = payloads(50)
         await publish_all(sink, sent)
-        async with asyncio.timeout(5):
-            while source.buffered < 50:
-                await asyncio.sleep(0.02)
+        await wait_until(lambda: source.buffered >= 50, cpu.budget(5))
         await sink.close()
         await broker.restart()  # 50 read from the socket, none taken: all go back to the broker
-        async with asyncio.timeout(10):
-            while not source.counters["reconnects"]:
-                await asyncio.sleep(0.02)
-        got = await collect(source, set(sent), within=5)
+        await wait_until(lambda: source.counters["reconnects"] >= 1, cpu.budget(10))
+        got = await collect(source, set(sent), within=cpu.budget(5))
         got += await drain(source)
         # the copies read over the lost connection are dropped: the broker's come, once
         assert [m.payload for m in got] == sent
@@ -290,9 +295,10 @@ async def test_source_stops_reading_when_max_buffered_wait(broker: MosquittoBrok
         await publish_all(sink, sent)
         got: list[MqttMessage] = []
         for _ in range(3):
-            # acknowledgements let the broker send more; the buffer still stays bounded
-            await asyncio.sleep(0.2)
-            assert 0 < source.buffered <= 20
+            # acknowledgements let the broker send more, until the buffer is full again and
+            # the socket pauses; the buffer stays bounded
+            await wait_until(lambda: source.buffered >= 20, 10)
+            assert source.buffered == 20
             batch = await source.get(5, 1.0)
             source.ack(batch)
             got += batch
@@ -317,8 +323,9 @@ async def test_no_broker_at_start_is_a_clear_error() -> None:
     assert source.counters["connect_failures"] >= 2  # it retried within the bound
 
 
+@pytest.mark.fault
 async def test_sink_gives_up_after_retry_for_when_the_broker_is_gone(
-    broker: MosquittoBroker,
+    broker: MosquittoBroker, cpu: CpuLoad
 ) -> None:
     sink = MqttSink(broker.host, broker.port, client_id="gone", retry_for=1.0, max_backoff=0.2)
     await sink.start()
@@ -328,7 +335,7 @@ async def test_sink_gives_up_after_retry_for_when_the_broker_is_gone(
         t0 = time.monotonic()
         with pytest.raises(MqttUnavailable, match=rf"127\.0\.0\.1:{broker.port}"):
             await sink.publish(TOPIC, b"after")
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 1.0 + cpu.budget(4)  # retry_for, then one last attempt
         assert sink.counters["published"] == 1
         assert sink.counters["connect_failures"] >= 2  # it tried again within retry_for
     finally:
