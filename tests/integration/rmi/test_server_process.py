@@ -14,40 +14,48 @@ import pytest
 
 from apps.procs import Child, ProcessGroup, icn_argv
 from compute.rmi import Client, ServerUnavailable
+from tests.chaos.harness import CpuLoad
+from tests.integration.face.util import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
-def served(workdir: Path) -> Iterator[tuple[str, Child]]:
+def served(workdir: Path, cpu: CpuLoad) -> Iterator[tuple[str, Child]]:
     sock = workdir / "fwd.sock"
     with ProcessGroup(workdir) as group:
         fwd = group.start("fwd", icn_argv("fwd", "--unix", str(sock)))
-        fwd.wait_for("forwarder ready", stream="stderr")
+        fwd.wait_for("forwarder ready", stream="stderr", timeout=cpu.budget(15))
         uri = f"unix://{sock}"
         argv = icn_argv("serve", "tests.integration.rmi.funcs", "--prefix", "/svc")
         server = group.start("server", [*argv, "--transport", uri])
-        server.wait_for("rmi server ready", stream="stdout")
+        server.wait_for("rmi server ready", stream="stdout", timeout=cpu.budget(15))
         yield uri, server
 
 
+@pytest.mark.fault
 async def test_server_killed_mid_call_gives_a_clear_error_in_time(
-    served: tuple[str, Child],
+    served: tuple[str, Child], cpu: CpuLoad
 ) -> None:
     uri, server = served
     client = await Client.connect(uri, lifetime_ms=1000, timeout=30.0)
     try:
-        call = asyncio.ensure_future(client.call("/svc/slow", 5.0))
-        await asyncio.sleep(1.0)  # the call is running behind a thunk now
+        states: list[str] = []
+        call = asyncio.ensure_future(
+            client.invoke("/svc/slow", (5.0,), progress=lambda state, *_: states.append(state))
+        )
+        # the client has the thunk: the call is running on the server
+        await wait_until(lambda: "running" in states or call.done(), cpu.budget(10))
         assert not call.done()
         server.proc.kill()
         server.proc.wait(5)
         loop = asyncio.get_running_loop()
         killed_at = loop.time()
         with pytest.raises(ServerUnavailable) as info:
-            await asyncio.wait_for(call, 15)
-        # well within the call's 30 s deadline: at the next poll, plus its retries
-        assert loop.time() - killed_at < 10
+            await asyncio.wait_for(call, cpu.budget(15))
+        # well within the call's 30 s deadline: at the next poll (2 s apart at most), plus its
+        # retries (three 1 s Interest lifetimes)
+        assert loop.time() - killed_at < cpu.budget(10)
         assert "/svc/slow" in str(info.value) and "/svc/_thunk/" in str(info.value)
     finally:
         client.close()
