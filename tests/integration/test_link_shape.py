@@ -20,6 +20,7 @@ from icn import mgmt_client as mc
 from icn.client_conf import ENV_VAR
 from icn.endpoint import Endpoint
 from icn.errors import CommandFailed
+from tests.chaos.harness import CpuLoad
 from tests.integration.test_cli_mgmt import as_json, err, forwarder, icn, out
 
 HOST = "127.0.0.1"
@@ -31,7 +32,8 @@ def ping(env: dict[str, str], count: int, *, code: int = 0) -> Any:
     return json.loads(proc.stdout)
 
 
-def test_face_shape_cuts_restores_and_delays_a_udp_link(workdir: Path) -> None:
+@pytest.mark.fault
+def test_face_shape_cuts_restores_and_delays_a_udp_link(workdir: Path, cpu: CpuLoad) -> None:
     port_b = free_udp_port()
     (workdir / "a").mkdir()
     (workdir / "b").mkdir()
@@ -40,7 +42,7 @@ def test_face_shape_cuts_restores_and_delays_a_udp_link(workdir: Path) -> None:
         forwarder(workdir / "a") as (group_a, env),
     ):
         server = group_b.start("ping-server", icn_argv("ping-server", "/srv"), env_b)
-        server.wait_for("ping server ready", stream="stdout")
+        server.wait_for("ping server ready", stream="stdout", timeout=cpu.budget(15))
         face_id = as_json(env, "route", "add", "/srv", f"udp4://{HOST}:{port_b}")["face_id"]
         assert ping(env, 2)["received"] == 2
         assert as_json(env, "face", "shaping") == []

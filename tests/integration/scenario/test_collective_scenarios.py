@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.chaos.harness import CpuLoad
 from tests.integration.scenario.conftest import SCENARIOS, run_scenario
 
 pytestmark = pytest.mark.slow
@@ -53,14 +54,15 @@ def test_allreduce_under_five_percent_loss_is_exact_and_recovered_from_caches(
     assert "bytes_resent" in proc.stdout and "cs_hit_bytes" in proc.stdout  # shown to the user
 
 
+@pytest.mark.fault
 def test_allreduce_failover_kills_an_aggregator_and_stays_exact(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, cpu: CpuLoad
 ) -> None:
     text = (SCENARIOS / "allreduce-failover.yaml").read_text()
     text = text.replace("rounds: 20", "rounds: 12").replace("duration: 40s", "duration: 25s")
     path = tmp_path / "failover.yaml"
     path.write_text(text)
-    proc, report = run_scenario(path, tmp_path / "out", "--no-plots", timeout=150)
+    proc, report = run_scenario(path, tmp_path / "out", "--no-plots", timeout=cpu.budget(150))
     _passed(proc, report)
     assert [f["applied"] is not None for f in report["faults"]] == [True]
     for w in WORKERS:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.harness import CpuLoad
 from tests.integration.scenario.conftest import run_scenario
 
 pytestmark = pytest.mark.slow
@@ -35,11 +36,15 @@ report:
 """
 
 
-def test_colocated_services_run_inside_the_forwarder(tmp_path: Path, state_dir: Path) -> None:
+@pytest.mark.fault
+def test_colocated_services_run_inside_the_forwarder(
+    tmp_path: Path, state_dir: Path, cpu: CpuLoad
+) -> None:
     path = tmp_path / "co.yaml"
-    path.write_text(SCENARIO)
+    # the expectation's recovery bound grows with the load measured now
+    path.write_text(SCENARIO.replace("max_recovery: 2s", f"max_recovery: {cpu.budget(2):.2f}s"))
     out = tmp_path / "out"
-    proc, report = run_scenario(path, out, "--no-plots")
+    proc, report = run_scenario(path, out, "--no-plots", timeout=cpu.budget(120))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     logs = out / "logs"
     # no process of their own: they said they were ready on the forwarder's stdout, and the

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.harness import CpuLoad
 from tests.integration.scenario.conftest import run_scenario
 
 pytestmark = pytest.mark.slow
@@ -39,10 +40,11 @@ report:
 """
 
 
-def test_every_fault_kind(tmp_path: Path, state_dir: Path) -> None:
+@pytest.mark.fault
+def test_every_fault_kind(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
     path = tmp_path / "faults.yaml"
     path.write_text(SCENARIO)
-    proc, report = run_scenario(path, tmp_path / "out", "--no-plots")
+    proc, report = run_scenario(path, tmp_path / "out", "--no-plots", timeout=cpu.budget(120))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     faults = report["faults"]
     assert [f["action"] for f in faults] == ["cut", "restore", "kill", "restart", "shape"]
@@ -51,7 +53,7 @@ def test_every_fault_kind(tmp_path: Path, state_dir: Path) -> None:
     # both outages happened and both healed
     recovery = {r["fault"]: r["recovery_s"] for r in wl["recovery"]}
     assert set(recovery) == {"cut a-b", "kill b"}
-    assert all(v is not None and v < 3.0 for v in recovery.values()), recovery
+    assert all(v is not None and v < cpu.budget(3.0) for v in recovery.values()), recovery
     assert wl["failed"] > 0 and wl["ok"] > 0
     # the cut was made by the link emulation: a's face toward b dropped what a sent
     assert report["links"]["a-b"]["dropped"]["a>b"] > 0

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from apps.procs import icn_argv
+from tests.chaos.harness import CpuLoad
 from tests.integration.scenario.conftest import SCENARIOS, pid_alive, run_scenario
 
 pytestmark = pytest.mark.slow
@@ -28,16 +29,18 @@ def _launch(out: Path, log: Path, scenario: str = "failover.yaml") -> subprocess
         )
 
 
-def _wait_running(proc: subprocess.Popen[bytes], log: Path, state: Path) -> dict[str, Any]:
+def _wait_running(
+    proc: subprocess.Popen[bytes], log: Path, state: Path, timeout: float = 30
+) -> dict[str, Any]:
     """Wait until the workload runs; return the run record (every PID the run started)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()
         records = list(state.glob("*.json"))
         if records and "workload consumer started" in log.read_text():
             return json.loads(records[0].read_text())  # type: ignore[no-any-return]
-        time.sleep(0.1)
-    raise AssertionError(f"the run did not start its workload in 30 s:\n{log.read_text()}")
+        time.sleep(0.1)  # polling the log and the state dir
+    raise AssertionError(f"the run did not start its workload in {timeout:g} s:\n{log.read_text()}")
 
 
 def _pids(record: dict[str, Any]) -> list[int]:
@@ -49,7 +52,7 @@ def _wait_dead(pids: list[int], timeout: float = 10.0) -> list[int]:
     alive = pids
     while alive and time.monotonic() < deadline:
         alive = [p for p in pids if pid_alive(p)]
-        time.sleep(0.05)
+        time.sleep(0.05)  # polling the PIDs
     return alive
 
 
@@ -72,20 +75,21 @@ def test_ctrl_c_stops_everything(tmp_path: Path, state_dir: Path) -> None:
     assert not list(state_dir.glob("*.json")), "the run record was not closed"
 
 
+@pytest.mark.fault
 def test_killed_launcher_takes_its_children_and_clean_removes_the_rest(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, cpu: CpuLoad
 ) -> None:
     log = tmp_path / "launcher.log"
     proc = _launch(tmp_path / "out", log)
     try:
-        record = _wait_running(proc, log, state_dir)
+        record = _wait_running(proc, log, state_dir, cpu.budget(30))
         proc.kill()  # no chance to clean up
         proc.wait(10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-    assert not _wait_dead(_pids(record)), "children outlived a killed launcher"
+    assert not _wait_dead(_pids(record), cpu.budget(10)), "children outlived a killed launcher"
     sock_dir = Path(f"/tmp/icn-{record['run_id']}")
     assert sock_dir.exists() and list(state_dir.glob("*.json"))  # what a crash leaves
     out = subprocess.run(

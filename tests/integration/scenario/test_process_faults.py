@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.harness import CpuLoad
 from tests.integration.scenario.conftest import run_scenario
 
 pytestmark = pytest.mark.slow
@@ -38,11 +39,14 @@ report:
 """
 
 
-def test_kill_and_restart_a_service_and_a_workload(tmp_path: Path, state_dir: Path) -> None:
+@pytest.mark.fault
+def test_kill_and_restart_a_service_and_a_workload(
+    tmp_path: Path, state_dir: Path, cpu: CpuLoad
+) -> None:
     path = tmp_path / "pf.yaml"
     path.write_text(SCENARIO)
     out = tmp_path / "out"
-    proc, report = run_scenario(path, out, "--no-plots")
+    proc, report = run_scenario(path, out, "--no-plots", timeout=cpu.budget(120))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     faults = report["faults"]
     assert all(f["error"] is None and f["applied"] is not None for f in faults), faults
@@ -71,7 +75,7 @@ def test_kill_and_restart_a_service_and_a_workload(tmp_path: Path, state_dir: Pa
     # measured after the producer's kill, not after the probe's (no one else's requests)
     (recovery,) = consumer["recovery"]
     assert recovery["fault"] == "kill service producer"
-    assert recovery["recovery_s"] is not None and recovery["recovery_s"] < 2.5
+    assert recovery["recovery_s"] is not None and recovery["recovery_s"] < cpu.budget(2.5)
     assert "routes updated (service producer back): 1 changes" in events
     # the restarted producer's metric (its own count, from 0) reached the report
     assert report["metrics"]["processes"]["producer"]["served"] > 0

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.harness import CpuLoad
 from tests.integration.scenario.conftest import SCENARIOS, run_scenario
 
 pytestmark = pytest.mark.slow
@@ -50,13 +51,16 @@ def test_loss_recovery(tmp_path: Path, state_dir: Path) -> None:
     assert report["links"]["a-b"]["dropped"] == {"a>b": 0, "b>a": 0}
 
 
-def test_failover(tmp_path: Path, state_dir: Path) -> None:
-    proc, report = run_scenario(SCENARIOS / "failover.yaml", tmp_path / "out", "--no-plots")
+@pytest.mark.fault
+def test_failover(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
+    proc, report = run_scenario(
+        SCENARIOS / "failover.yaml", tmp_path / "out", "--no-plots", timeout=cpu.budget(120)
+    )
     _ok(proc, report)
     wl = report["workloads"]["consumer"]
     (rec,) = wl["recovery"]
     assert rec["fault"] == "kill b" and rec["recovery_s"] is not None
-    assert rec["recovery_s"] <= 3.0
+    assert rec["recovery_s"] <= cpu.budget(3.0)
     (fault,) = report["faults"]
     assert fault["applied"] == pytest.approx(4.0, abs=0.5)
     assert any("b down" in e["reason"] for e in report["route_events"])

@@ -10,11 +10,13 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from apps.procs import Child, ProcessGroup, icn_argv
 from compute.stream.checkpoint import Checkpoints
 from compute.stream.errors import StreamError
+from tests.chaos.harness import CpuLoad
 from tests.integration.stream.funcs import window_means
 
 COUNT, EPS, RATE = 9000, 1000.0, 3000.0  # 3 s of input, 9 s of event time
@@ -80,7 +82,7 @@ def wait_checkpoint(path: Path, past: int, readers_past: int = -1, timeout: floa
         if ckpt.entries and ckpt.entries[-1].in_pos > past and durable > readers_past:
             return
         assert time.monotonic() < deadline, f"{path}: no checkpoint past input {past}"
-        time.sleep(0.02)
+        time.sleep(0.02)  # polling the checkpoint file
 
 
 def resumed_at(child: Child) -> list[int]:
@@ -89,8 +91,9 @@ def resumed_at(child: Child) -> list[int]:
     ]
 
 
+@pytest.mark.fault
 def test_killed_operators_resume_from_checkpoints_without_loss_or_duplicates(
-    workdir: Path,
+    workdir: Path, cpu: CpuLoad
 ) -> None:
     sock = workdir / "fwd.sock"
     graph = graph_file(workdir)
@@ -102,30 +105,30 @@ def test_killed_operators_resume_from_checkpoints_without_loss_or_duplicates(
 
     with ProcessGroup(workdir) as group:
         fwd = group.start("fwd", icn_argv("fwd", "--unix", str(sock)))
-        fwd.wait_for("forwarder ready", stream="stderr")
+        fwd.wait_for("forwarder ready", stream="stderr", timeout=cpu.budget(15))
         sink = flow(group, "sink", "out")
         front = flow(group, "front", "gen,doubled,keyed")
         window = flow(group, "window", "means")
 
-        wait_checkpoint(state / "means.0.ckpt", 20, readers_past=10)
-        wait_checkpoint(state / "means.1.ckpt", 20, readers_past=10)
+        wait_checkpoint(state / "means.0.ckpt", 20, readers_past=10, timeout=cpu.budget(20))
+        wait_checkpoint(state / "means.1.ckpt", 20, readers_past=10, timeout=cpu.budget(20))
         window.proc.kill()  # SIGKILL: no chance to save anything
         window.proc.wait(10)
         window2 = flow(group, "window2", "means")
-        window2.wait_for("resumed from its checkpoint", stream="stderr", timeout=20)
+        window2.wait_for("resumed from its checkpoint", stream="stderr", timeout=cpu.budget(20))
 
-        wait_checkpoint(state / "out.0.ckpt", 60)
+        wait_checkpoint(state / "out.0.ckpt", 60, timeout=cpu.budget(20))
         source = Checkpoints(state / "gen.0.ckpt")
         source.load()
         assert source.entries[-1].in_pos < COUNT // 50, "the input ended before the kill"
         sink.proc.kill()
         sink.proc.wait(10)
         sink2 = flow(group, "sink2", "out")
-        sink2.wait_for("resumed from its checkpoint", stream="stderr", timeout=20)
-        assert sink2.wait(90) == 0, sink2.errors()[-2000:]
+        sink2.wait_for("resumed from its checkpoint", stream="stderr", timeout=cpu.budget(20))
+        assert sink2.wait(cpu.budget(90)) == 0, sink2.errors()[-2000:]
         # the producers go by themselves once their readers have everything in a checkpoint
-        assert window2.wait(30) == 0, window2.errors()[-2000:]
-        assert front.wait(30) == 0, front.errors()[-2000:]
+        assert window2.wait(cpu.budget(30)) == 0, window2.errors()[-2000:]
+        assert front.wait(cpu.budget(30)) == 0, front.errors()[-2000:]
         assert len(resumed_at(window2)) == 2 and min(resumed_at(window2)) > 0
         assert len(resumed_at(sink2)) == 2 and max(resumed_at(sink2)) > 60
         for child in (window2, sink2):
