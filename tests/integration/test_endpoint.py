@@ -35,6 +35,7 @@ from icn.lp import encode_lp, encode_nack, parse_lp
 from icn.name import from_uri, implicit_digest_component, segment, version
 from icn.packet import InterestView, parse_data, parse_interest
 from icn.segments import data_content
+from tests.waiting import wait_until
 
 Reply = Callable[[bytes], None]
 Connect = Callable[[str], Awaitable[Endpoint]]
@@ -193,9 +194,10 @@ async def test_connect_without_uri_follows_ndn_client_transport(
 
 async def test_close_cancels_pending(connect: Connect) -> None:
     producer, consumer = await connect("unix"), await connect("unix")
-    await producer.register("/slow", lambda iv, reply: None)
+    arrived: list[object] = []
+    await producer.register("/slow", lambda iv, reply: arrived.append(iv))
     pending = asyncio.ensure_future(consumer.express("/slow/x"))
-    await asyncio.sleep(0.05)
+    await wait_until(lambda: arrived)  # pending: the producer has it and never answers
     consumer.close()
     with pytest.raises(InterestCanceled):
         await pending
@@ -346,7 +348,7 @@ async def test_dispatch_by_longest_prefix_async_handlers_and_pit_tokens(workdir:
     server = await asyncio.get_running_loop().create_unix_server(Fake, path)
 
     async def late(iv: InterestView, reply: Reply) -> None:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the thing tested: a handler that answers later
         reply(make_data(iv.name, b"late"))
 
     def broken(iv: InterestView, reply: Reply) -> None:
@@ -382,7 +384,7 @@ async def test_dispatch_by_longest_prefix_async_handlers_and_pit_tokens(workdir:
             ep.remove_handler("/a/b")
             assert b"short" in await ask("/a/b/c")
             first = asyncio.ensure_future(ep.express("/p", lifetime_ms=500))
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one turn of the loop: the first Interest is pending
             with pytest.raises(TooManyPending):
                 await ep.express("/q")
             first.cancel()

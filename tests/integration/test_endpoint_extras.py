@@ -21,6 +21,7 @@ from icn.name import from_uri, to_uri
 from icn.packet import DataView, InterestView, parse_interest
 from icn.reflexive import new_rnp, reflexive_key, trigger_name
 from icn.segments import data_content
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -47,8 +48,7 @@ async def test_in_memory_face_serves_and_expresses(daemon: ForwarderDaemon) -> N
     async with asyncio.timeout(2):
         await producer.wait_closed()
     # the face went away with the endpoint, and its route with it
-    await asyncio.sleep(0.05)
-    assert daemon.fw.fib.get(from_uri("/mem")) is None
+    await wait_until(lambda: daemon.fw.fib.get(from_uri("/mem")) is None, 2)
 
 
 async def test_handler_may_answer_later(daemon: ForwarderDaemon) -> None:
@@ -124,9 +124,10 @@ async def test_reflexive_interests_extend_the_trigger_and_reach_the_filter() -> 
     assert key == reflexive_key(rnp)
     ti = from_uri("/svc/fn")
     task = asyncio.ensure_future(ep.express(trigger_name(ti, rnp), lifetime_ms=300))
-    await asyncio.sleep(0.05)
+    await wait_until(lambda: fake.received, 2)
     assert parse_interest(fake.received[0]).name == trigger_name(ti, rnp)
     # a Reflexive Interest with a 400 ms lifetime at t=0.2: the TI now waits until about 0.8
+    # (real time is the thing tested here: lifetimes running out or extended)
     await asyncio.sleep(0.15)
     fake.here.send(make_interest(key + from_uri("/args"), lifetime=400))
     await asyncio.sleep(0.25)  # past the TI's own 300 ms lifetime
@@ -159,8 +160,10 @@ async def test_handlers_come_and_go_by_longest_prefix() -> None:
     ep.add_handler("/a/b", tag("ab2"))  # replaces, does not double-count its depth
 
     async def send(uri: str) -> None:
+        # each Interest is dispatched to a handler or dropped for want of one
+        seen = len(got) + ep.counters["drop_no_handler"]
         fake.here.send(make_interest(from_uri(uri)))
-        await asyncio.sleep(0.01)
+        await wait_until(lambda: len(got) + ep.counters["drop_no_handler"] > seen, 2)
 
     await send("/a/b/c")
     await send("/x/y/z")

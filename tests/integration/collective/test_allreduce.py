@@ -12,7 +12,7 @@ import pytest
 from compute.collective import Aggregator, CollectiveError, ring_reference
 from tests.chaos.harness import CpuLoad
 from tests.integration.collective.conftest import PLACES, Job
-from tests.integration.face.util import wait_until
+from tests.waiting import wait_until
 
 CASES = [
     (np.float32, (300, 257)),  # 77,100 items: 38 chunks, the last one short

@@ -86,6 +86,7 @@ async def test_framing_across_and_within_writes(
     d1 = make_data(from_uri("/batch/data"), b"x" * 5000)
     lp3 = encode_lp(interest("/batch/three"), pit_token=b"\x01\x02")
     # one packet over three writes (the header itself cut in two), then three in one write
+    # (the pauses are the thing tested: separate reads on the forwarder's side)
     await client.write(i1[:1])
     await asyncio.sleep(0.01)
     await client.write(i1[1:7])

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 from icn.tlv import frame_length
+from tests.waiting import wait_until
 
-
-async def wait_until(predicate: Callable[[], Any], timeout: float = 5.0) -> None:
-    """Poll ``predicate`` until true; fail the test (never hang) after ``timeout`` seconds."""
-
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.005)
-
-    await asyncio.wait_for(poll(), timeout)
+__all__ = ["DatagramPeer", "StreamClient", "datagram_peer", "wait_until"]
 
 
 class DatagramPeer(asyncio.DatagramProtocol):

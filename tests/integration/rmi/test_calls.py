@@ -21,6 +21,7 @@ from compute.rmi import (
 )
 from tests.integration.rmi import funcs
 from tests.integration.rmi.conftest import Line
+from tests.waiting import wait_until
 
 
 async def test_small_call_answers_inline(line: Line) -> None:
@@ -88,7 +89,7 @@ async def test_blocking_function_runs_off_the_loop(line: Line) -> None:
     await line.start_server()
     client = line.client()
     slow = asyncio.ensure_future(client.call("/svc/blocking", 1.0))
-    await asyncio.sleep(0.1)
+    await wait_until(lambda: funcs.RAN["blocking"] == 1)  # its thread is sleeping now
     # the server's loop still answers other calls while the thread sleeps
     assert await asyncio.wait_for(client.call("/svc/echo", 1), 0.9) == 1
     assert await slow == 1.0
@@ -136,7 +137,7 @@ async def test_overloaded(line: Line) -> None:
     await line.start_server(ServerConfig(max_jobs=1))
     client = line.client()
     first = asyncio.ensure_future(client.call("/svc/slow", 1.0))
-    await asyncio.sleep(0.3)
+    await wait_until(lambda: funcs.RAN["slow"] == 1)  # the one job slot is taken
     with pytest.raises(Overloaded):
         await client.call("/svc/echo", 1)
     assert await first == "slept 1.0"

@@ -15,7 +15,7 @@ import pytest
 from apps.procs import Child, ProcessGroup, icn_argv
 from compute.rmi import Client, ServerUnavailable
 from tests.chaos.harness import CpuLoad
-from tests.integration.face.util import wait_until
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -26,7 +26,7 @@ from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from icn.endpoint import Endpoint
 from tests.chaos.harness import CpuLoad
-from tests.integration.face.util import wait_until
+from tests.waiting import wait_until
 
 
 @pytest.fixture

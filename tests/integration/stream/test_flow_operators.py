@@ -3,8 +3,8 @@ against a reference computed from the input, and push-back from a reader that st
 
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,17 @@ from compute.stream.graph import parse_graph
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from icn.endpoint import Endpoint
+from tests.waiting import wait_until
 
 
-async def run_graph(spec: dict[str, Any], which: Any = None, wait: float | None = 30) -> FlowRun:
+async def run_graph(
+    spec: dict[str, Any],
+    which: Any = None,
+    wait: float = 30,
+    until: Callable[[FlowRun], bool] | None = None,
+) -> FlowRun:
+    """Run ``spec`` until its sinks end (within ``wait`` s) or, given ``until``, until that
+    holds of the run (within 10 s)."""
     daemon = ForwarderDaemon(config_from_dict({"listen": {}}))
     await daemon.start()
 
@@ -26,8 +34,8 @@ async def run_graph(spec: dict[str, Any], which: Any = None, wait: float | None 
     run = FlowRun(parse_graph(spec), connect, which)
     try:
         await run.start()
-        if wait is None:
-            await asyncio.sleep(1.0)
+        if until is not None:
+            await wait_until(lambda: until(run), 10)
         else:
             assert await run.wait(timeout=wait)
     finally:
@@ -97,8 +105,14 @@ async def test_a_reader_that_stops_pushes_back_to_the_source() -> None:
             {"name": "out", "type": "stdout", "input": "m"},
         ],
     }
+
     # the sink never starts: m may run `buffer` batches ahead of it, gen as many ahead of m
-    run = await run_graph(spec, which=[("gen", 0), ("m", 0)], wait=None)
+    def stuck(run: FlowRun) -> bool:  # both stages full and pushed back
+        gen, m = (inst.counters for inst in run.instances)
+        full = m["batches"] >= 4 and gen["batches"] >= 4 + 4
+        return full and gen["pushed_back"] >= 1 and m["pushed_back"] >= 1
+
+    run = await run_graph(spec, which=[("gen", 0), ("m", 0)], until=stuck)
     gen, m = (inst.counters for inst in run.instances)
     assert m["batches"] == 4
     assert gen["batches"] == 4 + 4

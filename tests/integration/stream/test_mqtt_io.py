@@ -20,7 +20,7 @@ from apps.mqtt_broker import NOT_INSTALLED, MosquittoBroker, find_mosquitto, fre
 from compute.stream.mqtt_io import MqttMessage, MqttSink, MqttSource, MqttUnavailable
 from icn.errors import ConfigError
 from tests.chaos.harness import CpuLoad
-from tests.integration.face.util import wait_until
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(find_mosquitto() is None, reason=NOT_INSTALLED)
 

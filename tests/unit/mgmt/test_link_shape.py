@@ -6,7 +6,6 @@ reach the management face through the FIB, PIT and scope rules like any other.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -25,6 +24,7 @@ from icn.name import from_uri, generic
 from icn.signed_interest import make_signed_interest
 from icn.tlv import encode_nni_tlv, encode_tlv
 from tests.unit.mgmt.test_management import App
+from tests.waiting import wait_until
 
 SHAPE = from_uri("/localhost/nfd/link/shape")
 
@@ -95,7 +95,9 @@ async def test_loss_one_cuts_the_link_and_zero_restores_it(daemon: ForwarderDaem
 
     assert (await _shape(consumer, producer.face_id, loss=1.0))["status_code"] == 200
     consumer.send(make_interest(from_uri("/p/cut")))
-    await asyncio.sleep(0.05)
+    face = daemon.faces.get(producer.face_id)
+    assert face is not None
+    await wait_until(lambda: face.transport.counters["shaper.loss"] >= 1, 2)
     assert producer.received == []
     (row,) = await _link_list(consumer)
     assert row["face_id"] == producer.face_id and row["loss"] == 1.0 and row["dropped"] == 1
