@@ -213,6 +213,8 @@ class Instance:
                 break
         if self.outbox is not None:
             await self.outbox.drained()  # readers have every batch, in a checkpoint
+            if self.checkpoints is not None:
+                self._checkpoint()  # saved with those readers' positions: durable is in_pos
         if self.inlets:
             # only now is the last checkpoint one no reader needs to go back behind: tell the
             # producers, which wait for it before they go in turn
@@ -272,11 +274,15 @@ class Instance:
 
     @property
     def durable(self) -> int:
-        """The input position a restart would resume from (producers keep what follows)."""
+        """The input position a restart would resume from (producers keep what follows).
+
+        Taken with the readers' positions saved in the checkpoint file, as a restart takes
+        them, never the live ones: those are ahead of the file until the next checkpoint, and
+        a producer told a position from them drops batches that an instance killed before
+        that checkpoint resumes behind, and asks for forever."""
         if self.checkpoints is None:
             return self.in_pos
-        readers = self.outbox.positions if self.outbox is not None else {}
-        point = self.checkpoints.restore_point(readers)
+        point = self.checkpoints.restore_point()
         return 0 if point is None else point.in_pos
 
     def _report(self, force: bool = False) -> None:
