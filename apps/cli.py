@@ -13,6 +13,7 @@ import typer
 from apps import cli_mgmt, cli_rmi, cli_tools
 from apps.cli_flow import flow_app
 from apps.cli_scenario import scenario_app
+from apps.loop import run_loop
 from icn.errors import ConfigError, IcnError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="ICN forwarder and tools.")
@@ -25,16 +26,6 @@ app.add_typer(flow_app, name="flow")
 def _fail(msg: str, code: int = 1) -> None:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
-
-
-def run_loop(coro: Any) -> Any:
-    """Run a coroutine on uvloop when installed, else asyncio."""
-    try:
-        import uvloop
-
-        return uvloop.run(coro)
-    except ImportError:
-        return asyncio.run(coro)
 
 
 def _split_pair(value: str, flag: str, example: str) -> tuple[str, str]:

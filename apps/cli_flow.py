@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from apps.loop import run_loop
 from icn.errors import ConfigError, IcnError
 
 flow_app = typer.Typer(
@@ -95,7 +96,6 @@ def run(
     if not which:
         typer.echo(f"error: no operator of {graph_file} matches --only/--node", err=True)
         raise typer.Exit(EXIT_INVALID)
-    from apps.cli import run_loop
 
     code = run_loop(_run(graph, which, connect, state_dir, timeout, quiet))
     raise typer.Exit(code)

@@ -20,6 +20,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from apps.loop import run_loop
 from icn.client_conf import DEFAULT_SOCKET, ENV_VAR, resolve_transport
 from icn.endpoint import Endpoint
 from icn.errors import (
@@ -132,7 +133,6 @@ def run(action: str, main: Callable[[], Awaitable[T]]) -> T:
 
     ``action`` names the command in messages ("route add failed: 410 face 999 does not exist").
     """
-    from apps.cli import run_loop  # not at import time: apps.cli imports this module's users
 
     try:
         return run_loop(main())  # type: ignore[no-any-return]

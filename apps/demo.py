@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from apps.loadgen import Consumer, FetchResult, object_names
+from apps.loop import run_loop
 from apps.topology import start_line
 
 
@@ -28,7 +29,6 @@ async def _fetch(entry: tuple[str, int], names: list[bytes]) -> FetchResult:
 
 def run_demo(count: int = 1000, keep_logs: bool = False, console: Console | None = None) -> bool:
     """Run the demo; True when every object arrived on both passes."""
-    from apps.cli import run_loop
 
     console = console or Console()
     workdir = Path(tempfile.mkdtemp(prefix="icn-demo-"))

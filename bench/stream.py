@@ -312,7 +312,7 @@ async def run_ours(spec: Spec, workdir: Path) -> float:
 
 
 def ours(spec: Spec, ref: dict[tuple[int, str], float], workdir: Path) -> Measured:
-    from apps.cli import run_loop
+    from apps.loop import run_loop
 
     last = prepare(spec)
     cpu = run_loop(run_ours(spec, workdir))
@@ -547,7 +547,7 @@ async def run_queues(spec: Spec) -> None:
 
 
 def plain_asyncio(spec: Spec, ref: dict[tuple[int, str], float], workdir: Path) -> Measured:
-    from apps.cli import run_loop
+    from apps.loop import run_loop
 
     last = prepare(spec)
     cpu0 = time.process_time()

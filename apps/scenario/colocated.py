@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from apps.inproc import attach_endpoint
+from apps.loop import run_loop
 from apps.procs import Child
 from apps.scenario.entry import (
     ServiceContext,
@@ -37,7 +38,7 @@ from apps.scenario.entry import (
     start_entry,
     wait_entry,
 )
-from forwarder.config import ForwarderConfig
+from forwarder.config import ForwarderConfig, load_config
 from forwarder.daemon import ForwarderDaemon
 from icn.endpoint import Endpoint
 from icn.errors import ConfigError
@@ -161,11 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             "usage: python -m apps.scenario.colocated CONFIG.yaml [SPEC.json ...]", file=sys.stderr
         )
         return 2
-    from apps.cli import build_fwd_config, run_loop
 
     try:
         # the config file read exactly as `icn fwd --config CONFIG.yaml` reads it
-        config = build_fwd_config(Path(args[0]), None, [], [], None, None, [], [], [])
+        config = load_config(Path(args[0]))
         specs = [json.loads(Path(p).read_text()) for p in args[1:]]
         return int(run_loop(host(config, specs)))
     except ConfigError as exc:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from apps.loop import run_loop
 from icn.endpoint import Endpoint
 
 READY_MARK = "icn-scenario: ready"  # followed by the service's name
@@ -250,7 +251,6 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m apps.scenario.entry SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(args[0]).read_text())
-    from apps.cli import run_loop
 
     return int(run_loop(run_spec(spec)))
 
