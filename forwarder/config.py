@@ -14,11 +14,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from forwarder.face.shaper import ShaperConfig as FaceShaperConfig
+from forwarder.face.link_settings import ShaperConfig
 from icn.errors import ConfigError
 from icn.name import from_uri
-
-MAX_SHAPER_DELAY_MS = 3_600_000.0  # an hour
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -43,37 +41,6 @@ def parse_host_port(value: str, default_port: int = 6363) -> tuple[str, int]:
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} out of range 0-65535")
     return host, port
-
-
-class ShaperConfig(_Strict):
-    """Link emulation on a face's send path (also what ``link/shape`` commands carry)."""
-
-    # finite and bounded: a packet must leave within a timer's reach
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    delay_ms: float = Field(0.0, ge=0, le=MAX_SHAPER_DELAY_MS)
-    jitter_ms: float = Field(0.0, ge=0, le=MAX_SHAPER_DELAY_MS)
-    loss: float = Field(0.0, ge=0, le=1, description="drop probability, 0..1")
-    rate_mbps: float | None = Field(None, gt=0, description="link rate in megabits/s")
-    queue_packets: int = Field(1000, ge=1)
-    seed: int | None = None
-
-    @property
-    def active(self) -> bool:
-        return bool(self.delay_ms or self.jitter_ms or self.loss or self.rate_mbps)
-
-    def face_shaper(self) -> FaceShaperConfig | None:
-        """What ``Face.set_shaper`` takes (seconds, bits/s), or None when nothing is shaped."""
-        if not self.active:
-            return None
-        return FaceShaperConfig(
-            delay=self.delay_ms / 1000.0,
-            jitter=self.jitter_ms / 1000.0,
-            loss=self.loss,
-            rate=self.rate_mbps * 1e6 if self.rate_mbps else None,
-            max_pending=self.queue_packets,
-            seed=self.seed,
-        )
 
 
 class FaceConfig(_Strict):

@@ -26,7 +26,7 @@ from typing import Any
 from ndn.app_support.nfd_mgmt import ControlParametersValue
 from pydantic import ValidationError
 
-from forwarder.config import ShaperConfig
+from forwarder.face.link_settings import ShaperConfig
 from forwarder.mgmt.context import Managed, target_face
 from forwarder.mgmt.control import BAD_PARAMS, NOT_FOUND, ControlError
 from forwarder.mgmt.dispatcher import Dispatcher
