@@ -34,7 +34,7 @@ from icn.errors import (
     TooManyPending,
 )
 from icn.lp import encode_lp, parse_lp
-from icn.name import component_ends, from_uri, to_uri
+from icn.name import NameLike, as_name, component_ends, to_uri
 from icn.packet import DataView, InterestView, parse_data, parse_interest
 from icn.publish import DEFAULT_SEGMENT_SIZE, SegmentedObject
 from icn.reflexive import LIFETIME_EXTENSION, reflexive_key, ri_key, trigger_key
@@ -49,23 +49,11 @@ Handler = Callable[[InterestView, Reply], Awaitable[None] | None]
 # Checks a received Data before it is handed over (a signature, a trust policy): it raises, and
 # the expression fails with that exception, e.g. icn.errors.ValidationError.
 Verifier = Callable[[DataView], None]
-NameLike = bytes | str
 
 DEFAULT_MAX_PENDING = 65536
 # Bytes queued in a stream transport before sends are dropped: four of the largest local packets,
 # so a producer answering a window of 1 MiB chunks at once is not cut short.
 SEND_LIMIT = 4 * T.MAX_LOCAL_PACKET_SIZE
-
-
-def as_name(name: NameLike) -> bytes:
-    """A URI (``/a/b``) or a name value, checked, as a name value."""
-    if isinstance(name, str):
-        return from_uri(name)
-    try:
-        component_ends(name)
-    except DecodeError as exc:
-        raise EncodeError(f"malformed name value {bytes(name).hex()}: {exc}") from None
-    return bytes(name)
 
 
 class PendingInterest:

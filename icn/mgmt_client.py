@@ -29,13 +29,10 @@ from ndn.app_support.nfd_mgmt import (
 from ndn.encoding import DecodeError as NdnDecodeError
 from ndn.encoding import ModelField, NameField, RepeatedField, TlvModel
 
-# The module, not its names: icn.endpoint imports this module, and this one only needs the
-# endpoint's helpers at call time, so either may be imported first.
-from icn import endpoint as _endpoint
 from icn import tlv_types as T
 from icn.errors import CommandFailed, DecodeError, EncodeError
 from icn.mgmt_ext import encode_link_shape
-from icn.name import components, generic, to_uri
+from icn.name import as_name, components, generic, to_uri
 from icn.segments import data_content
 from icn.tlv import encode_tlv, read_tl
 
@@ -66,10 +63,10 @@ def encode_control_parameters(**params: Any) -> bytes:
             known = ", ".join(sorted(_PARAM_FIELDS))
             raise EncodeError(f"unknown ControlParameters field {key!r}; use one of {known}")
         if key == "name":
-            value = components(_endpoint.as_name(value))
+            value = components(as_name(value))
         elif key == "strategy":
             strategy = Strategy()
-            strategy.name = components(_endpoint.as_name(value))
+            strategy.name = components(as_name(value))
             value = strategy
         setattr(cp, key, value)
     wrapper = ControlParameters()

@@ -13,7 +13,7 @@ import hashlib
 from ndn.encoding import Name as NdnName
 
 from icn import tlv_types as T
-from icn.errors import ConfigError, DecodeError
+from icn.errors import ConfigError, DecodeError, EncodeError
 from icn.tlv import Buffer, encode_nni, encode_tlv, encode_varnum, read_tl
 
 DIGEST_COMPONENT_TYPES = (T.COMP_IMPLICIT_DIGEST, T.COMP_PARAMS_DIGEST)
@@ -148,3 +148,17 @@ def implicit_digest_component(data_wire: bytes) -> bytes:
 def reflexive_component(rnp: bytes) -> bytes:
     """The Reflexive Name Segment carrying a Reflexive Name Prefix."""
     return encode_varnum(T.COMP_REFLEXIVE) + encode_varnum(len(rnp)) + rnp
+
+
+NameLike = bytes | str
+
+
+def as_name(name: NameLike) -> bytes:
+    """A URI (``/a/b``) or a name value, checked, as a name value."""
+    if isinstance(name, str):
+        return from_uri(name)
+    try:
+        component_ends(name)
+    except DecodeError as exc:
+        raise EncodeError(f"malformed name value {bytes(name).hex()}: {exc}") from None
+    return bytes(name)

@@ -47,10 +47,10 @@ from compute.rmi.wire import (
     thunk_name,
     unpack_args,
 )
-from icn.endpoint import Endpoint, NameLike, as_name
+from icn.endpoint import Endpoint
 from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, SecurityError
 from icn.keys import Identity
-from icn.name import generic, to_uri
+from icn.name import NameLike, as_name, generic, to_uri
 from icn.packet import InterestView
 from icn.publish import SegmentedObject
 from icn.reflexive import LIFETIME_EXTENSION
