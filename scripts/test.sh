@@ -6,4 +6,5 @@ scripts/bootstrap.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
