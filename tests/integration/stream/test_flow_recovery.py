@@ -25,7 +25,15 @@ COUNT, EPS, RATE = 9000, 1000.0, 3000.0  # 3 s of input, 9 s of event time
 def graph_file(workdir: Path) -> Path:
     graph = {
         "flow": "/recover",
-        "settings": {"checkpoint": "200ms", "state_dir": str(workdir / "state"), "lifetime": "1s"},
+        "settings": {
+            "checkpoint": "200ms",
+            "state_dir": str(workdir / "state"),
+            "lifetime": "1s",
+            # push-back keeps the generator within a few batches of the slowest stage, so its
+            # input cannot end before the kills however slow the machine (at 64 it ran ahead
+            # to the end while a loaded machine restarted the window)
+            "buffer": 16,
+        },
         "operators": [
             {
                 "name": "gen",
