@@ -97,14 +97,15 @@ class HoldingTable(Generic[K, P]):
                 paths[path] = expiry
                 self._push(expiry, key, path)
                 return True
-        if self._n >= self.max_entries:
+        n = self._n
+        if n >= self.max_entries:
             self.refused += 1
             return False
         if paths is None:
             self._keys[key] = {path: expiry}
         else:
             paths[path] = expiry
-        self._n += 1
+        self._n = n + 1
         self.held += 1
         self._push(expiry, key, path)
         return True
@@ -115,10 +116,18 @@ class HoldingTable(Generic[K, P]):
         paths = self._keys.pop(key, None)
         if paths is None:
             return ()
-        self._n -= len(paths)
+        n = len(paths)
+        self._n -= n
+        if n == 1:  # the usual case, without building a list
+            ((path, expiry),) = paths.items()
+            if expiry > now:
+                self.answered += 1
+                return (path,)
+            self.expired += 1
+            return ()
         live = [path for path, expiry in paths.items() if expiry > now]
         self.answered += len(live)
-        self.expired += len(paths) - len(live)
+        self.expired += n - len(live)
         return live
 
     def expire(self, now: float) -> Sequence[tuple[K, P]]:

@@ -77,6 +77,15 @@ def test_expired_paths_are_not_answered_and_are_counted() -> None:
     assert len(t) == 0
 
 
+def test_a_lone_path_that_expired_is_not_answered() -> None:
+    clock = Clock()
+    t = table()
+    t.hold(1, "a", clock.now + 0.5, clock.now)
+    clock.advance(0.5)
+    assert list(t.publish(1, clock.now)) == []
+    assert (t.answered, t.expired, len(t)) == (0, 1, 0)
+
+
 def test_an_interest_already_expired_is_not_held_nor_refused() -> None:
     clock = Clock()
     t = table(max_entries=1)
