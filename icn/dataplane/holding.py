@@ -66,9 +66,11 @@ class HoldingTable(Generic[K, P]):
         self.dropped = 0
 
     def __len__(self) -> int:
+        """Reply paths held, over all keys."""
         return self._n
 
     def __contains__(self, key: object) -> bool:
+        """Whether some path waits for ``key``."""
         return key in self._keys
 
     def __iter__(self) -> Iterator[K]:
