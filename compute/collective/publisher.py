@@ -15,18 +15,24 @@ from collections import Counter
 from collections.abc import Callable
 
 from compute.collective.names import JobNames
+from icn.dataplane.holding import HoldingTable
 from icn.endpoint import Endpoint, Reply
 from icn.packet import InterestView
 
 Key = tuple[int, ...]
-MAX_HELD = 65536  # Interests waiting for chunks not produced yet, over all keys
+MAX_WAITING = 65536  # reply paths waiting for chunks not produced yet, over all keys
+
+
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
 
 
 class ChunkPublisher:
     """Serves ``prefix`` from produced chunks; keeps the last ``keep_rounds`` rounds.
 
     ``on_missing(key)`` is called (once per key) when an Interest asks for a chunk of a kept
-    round that is not there yet: an aggregator starts computing it then."""
+    round that is not there yet: an aggregator starts computing it then.  ``clock`` gives the
+    time (the running loop's by default)."""
 
     def __init__(
         self,
@@ -37,6 +43,8 @@ class ChunkPublisher:
         keep_rounds: int = 4,
         on_missing: Callable[[Key], None] | None = None,
         counters: Counter[str] | None = None,
+        max_waiting: int = MAX_WAITING,
+        clock: Callable[[], float] = _loop_time,
     ) -> None:
         self.ep = ep
         self.prefix = prefix
@@ -46,8 +54,8 @@ class ChunkPublisher:
         self.counters: Counter[str] = Counter() if counters is None else counters
         self._wires: dict[Key, bytes] = {}
         self._answered: set[Key] = set()
-        self._held: dict[Key, list[tuple[Reply, float]]] = {}
-        self._n_held = 0
+        self.waiting: HoldingTable[Key, Reply] = HoldingTable(max_waiting)
+        self._clock = clock
         self._asked: set[Key] = set()
         self.newest_round = -1
         self._registered = False
@@ -58,7 +66,7 @@ class ChunkPublisher:
 
     async def close(self) -> None:
         await self.ep.withdraw(self.prefix, registered=self._registered)
-        self._held.clear()
+        self.waiting.clear()
 
     # ---- producing ---------------------------------------------------------------------------
 
@@ -77,27 +85,18 @@ class ChunkPublisher:
         wire = self.ep.make_data(JobNames.piece(self.prefix, *key), content)
         self._wires[key] = wire
         self.counters["chunks_published"] += 1
-        waiting = self._held.pop(key, None)
-        if waiting:
-            self._n_held -= len(waiting)
-            now = asyncio.get_running_loop().time()
-            live: list[Reply] = []
-            for reply, expiry in waiting:
-                # a retransmission held beside the Interest it repeats shares its reply path
-                # (one PIT entry upstream): answering it again would only be dropped there
-                if expiry > now and reply not in live:
-                    live.append(reply)
-            for reply in live:
+        if key in self.waiting:
+            replies = self.waiting.publish(key, self._clock())
+            for reply in replies:
                 self._send(key, wire, reply)
-            self.counters["held_answered"] += len(live)
+            self.counters["held_answered"] += len(replies)
 
     def _forget_old(self) -> None:
         oldest = self.newest_round - self.keep_rounds
-        for store in (self._wires, self._held):
-            for key in [k for k in store if k[0] <= oldest]:
-                value = store.pop(key)
-                if store is self._held:
-                    self._n_held -= len(value)
+        for key in [k for k in self._wires if k[0] <= oldest]:
+            del self._wires[key]
+        for key in [k for k in self.waiting if k[0] <= oldest]:
+            self.waiting.drop(key)
         self._answered = {k for k in self._answered if k[0] > oldest}
         self._asked = {k for k in self._asked if k[0] > oldest}
 
@@ -115,12 +114,12 @@ class ChunkPublisher:
         if key[0] <= self.newest_round - self.keep_rounds:
             self.counters["drop_round_gone"] += 1  # long forgotten: the asker will time out
             return
-        if self._n_held >= MAX_HELD:
+        now = self._clock()
+        waiting = self.waiting
+        waiting.expire(now)  # room for the live: nobody answers an expired one
+        if not waiting.hold(key, reply, now + iv.lifetime / 1000.0, now):
             self.counters["drop_held_full"] += 1
             return
-        expiry = asyncio.get_running_loop().time() + iv.lifetime / 1000.0
-        self._held.setdefault(key, []).append((reply, expiry))
-        self._n_held += 1
         if self.on_missing is not None and key not in self._asked:
             self._asked.add(key)
             self.on_missing(key)

@@ -31,6 +31,7 @@ from compute.rmi.errors import (
 from compute.rmi.functions import FunctionSpec
 from compute.rmi.jobs import Job, JobRunner
 from compute.rmi.policy import anyone
+from compute.rmi.polls import MAX_HELD_POLLS, HeldPoll, PollHolding
 from compute.rmi.store import BoundedStore
 from compute.rmi.wire import (
     ARGS,
@@ -82,6 +83,7 @@ class ServerConfig:
     result_freshness_ms: int = 10_000
     margin: float = 0.1  # seconds kept between answering and the Trigger Interest expiring
     key_rotation: float = 60.0  # seconds one X25519 key serves private calls
+    max_held_polls: int = MAX_HELD_POLLS  # result polls waiting for calls due soon
 
 
 class _Call:
@@ -131,6 +133,10 @@ class RmiServer:
             lru=True,
             counters=self.counters,
         )
+        self._polls: PollHolding[HeldPoll] = PollHolding(
+            margin=cfg.margin, max_held=cfg.max_held_polls
+        )
+        self._poll_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._eph: EphemeralKey | None = None
         self._eph_until = 0.0
@@ -151,6 +157,10 @@ class RmiServer:
         for task in list(self._tasks):
             task.cancel()
         await self.jobs.close()
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
+            self._poll_timer = None
+        self._polls.clear()
 
     # ---- dispatch ----------------------------------------------------------------------------
 
@@ -346,7 +356,9 @@ class RmiServer:
             freshness=cfg.result_freshness_ms,
             signer=self.ep.signer,
         )
-        self._results.put(job.token, obj, asyncio.get_running_loop().time(), len(content))
+        now = asyncio.get_running_loop().time()
+        self._results.put(job.token, obj, now, len(content))
+        self._answer_polls(job.token, now)
 
     def _remember(self, function: str, digest: str, content: bytes) -> None:
         obj = SegmentedObject(
@@ -361,8 +373,8 @@ class RmiServer:
 
     def _on_poll(self, iv: InterestView, reply: Reply, token: str) -> None:
         self.counters["polls"] += 1
-        loop = asyncio.get_running_loop()
-        obj = self._results.get(token, loop.time())
+        now = asyncio.get_running_loop().time()
+        obj = self._results.get(token, now)
         if obj is None:
             job = self.jobs.running.get(token)
             if job is None:
@@ -372,35 +384,48 @@ class RmiServer:
                 )
                 self._answer(iv, reply, error_envelope(lost))
                 return
-            eta = job.eta(loop.time())
-            window = iv.lifetime / 1000.0 - self.config.margin
-            if eta >= window:
+            eta = job.eta(now)
+            if self._polls.poll(token, HeldPoll(iv.name, reply, iv), eta, iv.lifetime, now):
+                # due within this Interest's lifetime: answered at completion or in time
+                self.counters["polls_held"] += 1
+                self._arm_poll_timer()
+            else:
                 self._answer(iv, reply, envelope("pending", eta=eta))
-                return
-            # due within this Interest's lifetime: hold it, answer at completion or in time
-            self.counters["polls_held"] += 1
-            timer = loop.call_later(max(0.0, window), self._poll_timeout, iv, reply, job)
-            job.callbacks.append(lambda j: self._poll_done(iv, reply, j, timer))
             return
         wire = obj.answer(iv)
         if wire is not None:
             reply(wire)
 
-    def _poll_done(
-        self, iv: InterestView, reply: Reply, job: Job, timer: asyncio.TimerHandle
-    ) -> None:
-        timer.cancel()
-        # _finished ran first (its callback was added before), so the result is stored
-        obj = self._results.get(job.token, asyncio.get_running_loop().time())
+    def _answer_polls(self, token: str, now: float) -> None:
+        """The call ``token`` finished and its result is stored: answer the polls held."""
+        polls = self._polls.finished(token, now)
+        obj = self._results.get(token, now) if polls else None
         if obj is not None:
-            wire = obj.answer(iv)
-            if wire is not None:
-                reply(wire)
+            for poll in polls:
+                wire = obj.answer(poll.iv)
+                if wire is not None:
+                    poll.reply(wire)
 
-    def _poll_timeout(self, iv: InterestView, reply: Reply, job: Job) -> None:
-        if not job.done:
-            eta = job.eta(asyncio.get_running_loop().time())
-            self._answer(iv, reply, envelope("pending", eta=eta))
+    def _arm_poll_timer(self) -> None:
+        """One timer for every held poll, at the first one's answer time."""
+        due = self._polls.next_due()
+        timer = self._poll_timer
+        if timer is not None:
+            if due is not None and timer.when() <= due:
+                return
+            timer.cancel()
+            self._poll_timer = None
+        if due is not None:
+            self._poll_timer = asyncio.get_running_loop().call_at(due, self._polls_due)
+
+    def _polls_due(self) -> None:
+        self._poll_timer = None
+        now = asyncio.get_running_loop().time()
+        for token, poll in self._polls.due(now):
+            job = self.jobs.running.get(token)
+            if job is not None:  # (a finished one's polls were answered with its result)
+                self._answer(poll.iv, poll.reply, envelope("pending", eta=job.eta(now)))
+        self._arm_poll_timer()
 
     def _on_memo(self, iv: InterestView, reply: Reply, function: str, digest: str | None) -> None:
         obj = self._memo.get(digest or "", asyncio.get_running_loop().time())

@@ -12,17 +12,26 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 
 from compute.stream.names import Ack, FlowNames
+from icn.dataplane.holding import HoldingTable
 from icn.endpoint import Endpoint, Reply
 from icn.packet import InterestView
 
-MAX_HELD = 65536  # Interests waiting for batches not produced yet
-HOLD_AHEAD = 4096  # ... at most this far past the newest batch
+MAX_WAITING = 65536  # reply paths waiting for batches not produced yet
+HOLD_AHEAD = 4096  # ... for batches at most this far past the newest one
 RETAIN_FACTOR = 16  # batches kept for readers' checkpoints: at most buffer x this
 
 
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
 class Outbox:
+    """Serves ``stream``'s batches to ``readers``; ``clock`` gives the time (the running
+    loop's by default)."""
+
     def __init__(
         self,
         ep: Endpoint,
@@ -33,6 +42,8 @@ class Outbox:
         counters: Counter[str],
         next_seq: int = 0,
         positions: dict[str, tuple[int, int]] | None = None,
+        max_waiting: int = MAX_WAITING,
+        clock: Callable[[], float] = _loop_time,
     ) -> None:
         self.ep = ep
         self.stream = stream
@@ -44,8 +55,8 @@ class Outbox:
         self.positions = {r: known.get(r, (0, 0)) for r in readers}
         self._wires: dict[int, bytes] = {}
         self._answered: set[int] = set()
-        self._held: dict[int, list[tuple[Reply, float]]] = {}
-        self._n_held = 0
+        self.waiting: HoldingTable[int, Reply] = HoldingTable(max_waiting)
+        self._clock = clock
         self._room = asyncio.Event()
         self._drained = asyncio.Event()
         self._registered = False
@@ -57,7 +68,7 @@ class Outbox:
 
     async def close(self) -> None:
         await self.ep.withdraw(self.stream, registered=self._registered)
-        self._held.clear()
+        self.waiting.clear()
 
     # ---- producing ---------------------------------------------------------------------------
 
@@ -92,16 +103,8 @@ class Outbox:
         if self.positions:  # a stream nobody reads keeps nothing
             self._wires[seq] = wire
         self.counters["batches"] += 1
-        waiting = self._held.pop(seq, None)
-        if waiting:
-            self._n_held -= len(waiting)
-            now = asyncio.get_running_loop().time()
-            live: list[Reply] = []
-            for reply, expiry in waiting:
-                # a retransmission held beside the Interest it repeats shares its reply path
-                if expiry > now and reply not in live:
-                    live.append(reply)
-            for reply in live:
+        if seq in self.waiting:
+            for reply in self.waiting.publish(seq, self._clock()):
                 self._send(seq, wire, reply)
         self._update_room()
         return seq
@@ -146,12 +149,14 @@ class Outbox:
             # of ours, or restarted from an older checkpoint than it reported
             self.counters["drop_batch_gone"] += 1
             return
-        if seq >= self.next_seq + HOLD_AHEAD or self._n_held >= MAX_HELD:
+        if seq >= self.next_seq + HOLD_AHEAD:
             self.counters["drop_held_full"] += 1
             return
-        expiry = asyncio.get_running_loop().time() + iv.lifetime / 1000.0
-        self._held.setdefault(seq, []).append((reply, expiry))
-        self._n_held += 1
+        now = self._clock()
+        waiting = self.waiting
+        waiting.expire(now)  # room for the live: nobody answers an expired one
+        if not waiting.hold(seq, reply, now + iv.lifetime / 1000.0, now):
+            self.counters["drop_held_full"] += 1
 
     def _on_ack(self, ack: Ack, reply: Reply, name: bytes) -> None:
         reply(self.ep.make_data(name, b"", freshness=0))
