@@ -114,8 +114,9 @@ class Window(Generic[K]):
 
     # ---- events -----------------------------------------------------------------------------
 
-    def sent(self, key: K, now: float) -> None:
-        """``key`` was (re)sent at ``now``."""
+    def sent(self, key: K, now: float) -> float | None:
+        """``key`` was (re)sent at ``now``.  Returns when it will be lost by timeout unless it
+        arrives first (None: only an arrival elsewhere, its expiry or a Nack decides)."""
         entry = self._entries.get(key)
         if entry is None:
             entry = self._entries[key] = _Entry()
@@ -125,6 +126,10 @@ class Window(Generic[K]):
         self._order += 1
         entry.sent, entry.order, entry.later, entry.resume_at = now, self._order, 0, None
         entry.tries += 1
+        o = self.options
+        if o.rto_loss and not o.loss_needs_later_arrival:
+            return now + self.rtt.rto
+        return None  # with a later arrival needed: it is the latest sent, so none yet
 
     def arrived(self, key: K, now: float, *, marked: bool = False) -> bool:
         """Data for ``key`` came at ``now`` (``marked``: it carried a congestion mark).  False

@@ -78,7 +78,7 @@ def test_rto_timeout_is_a_loss_and_backs_off_the_rto() -> None:
     assert due.lost == [] and due.next_at == pytest.approx(1.0)
     due = w.due(1.0)
     assert due.lost == [0] and w.rto == 2.0 and w.decreases == 1
-    w.sent(0, 1.0)  # the caller resends
+    assert w.sent(0, 1.0) == pytest.approx(3.0)  # resent: lost at 3.0 unless it comes
     assert w.due(1.5).next_at == pytest.approx(3.0)
 
 
@@ -126,7 +126,8 @@ def test_stream_policy_rto_needs_a_later_arrival_too() -> None:
     w: Window[int] = Window(
         WindowOptions(loss_needs_later_arrival=True, rtt=RttOptions(initial_rto=1.0))
     )
-    fill(w, range(2), 0.0)
+    assert w.sent(0, 0.0) is None
+    w.sent(1, 0.0)
     due = w.due(5.0)
     assert due.lost == [] and due.next_at is None  # waits for an arrival or its expiry
     w.sent(2, 5.0)
