@@ -102,7 +102,8 @@ class Fetcher(Generic[K]):
         self._next_key = next_key
         self._on_data = on_data
         self._verify = verify
-        self._interest = interest or {}
+        self._interest = dict(interest or {})
+        self._fresh_always = policy.must_be_fresh or bool(self._interest.pop("must_be_fresh", 0))
         self._recs: dict[K, PendingInterest] = {}
         self._fresh: set[K] = set()  # rejected once: asked again with MustBeFresh
         self._loop = asyncio.get_running_loop()
@@ -184,7 +185,7 @@ class Fetcher(Generic[K]):
             rec = self.ep.start(
                 self._name_of(key),
                 lifetime_ms=self.policy.lifetime_ms,
-                must_be_fresh=self.policy.must_be_fresh or key in self._fresh,
+                must_be_fresh=self._fresh_always or key in self._fresh,
                 **self._interest,
             )
         except TooManyPending:

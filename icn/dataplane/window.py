@@ -107,6 +107,10 @@ class Window(Generic[K]):
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
+    def in_flight_keys(self) -> list[K]:
+        """The keys in flight (paused ones included), oldest send first."""
+        return list(self._entries)
+
     def tries(self, key: K) -> int:
         """Transmissions of ``key`` so far (0 if unknown)."""
         entry = self._entries.get(key)

@@ -18,6 +18,8 @@ def test_room_is_the_window_less_what_is_in_flight() -> None:
     assert w.room() == 4
     fill(w, range(3), 0.0)
     assert w.room() == 1 and w.in_flight == 3 and 1 in w
+    w.sent(0, 0.1)
+    assert w.in_flight_keys() == [1, 2, 0]  # in send order
 
 
 def test_slow_start_then_additive_increase_capped() -> None:
