@@ -44,8 +44,9 @@ class FetchPolicy:
     only an expiry re-sends (a call whose answer takes long to compute).
     ``loss_needs_later_arrival``: an Interest that waits, or expires, while nothing asked after
     it has come is not lost (the producer has not made the Data yet: streams, held chunks); it
-    is asked again without shrinking the window.  ``nack_gives_up``: a Nack fails the fetch
-    (else the key pauses, the pause doubling, and is asked again).
+    is asked again without shrinking the window.  ``loss_decreases`` off: losses are re-sent
+    but only congestion marks and Congestion Nacks shrink the window.  ``nack_gives_up``: a
+    Nack fails the fetch (else the key pauses, the pause doubling, and is asked again).
     """
 
     lifetime_ms: int = T.DEFAULT_INTEREST_LIFETIME_MS
@@ -53,6 +54,7 @@ class FetchPolicy:
     max_retries: int | None = 2
     rto_retransmit: bool = True
     loss_needs_later_arrival: bool = False
+    loss_decreases: bool = True
     nack_gives_up: bool = False
     must_be_fresh: bool = False
     initial_window: float = 4.0
@@ -69,6 +71,7 @@ class FetchPolicy:
             reorder=self.reorder,
             rto_loss=self.rto_retransmit,
             loss_needs_later_arrival=self.loss_needs_later_arrival,
+            loss_decreases=self.loss_decreases,
             rtt=self.rtt,
         )
 

@@ -40,6 +40,7 @@ class WindowOptions:
     reorder: int = 3  # later arrivals that make a key lost; 0: never by reordering
     rto_loss: bool = True  # a key older than the RTO is lost (else only its expiry counts)
     loss_needs_later_arrival: bool = False
+    loss_decreases: bool = True  # off: a loss is re-sent, only marks and Nacks shrink the window
     nack_pause: float = 0.05  # first pause after a Nack, seconds; doubles up to max_nack_pause
     max_nack_pause: float = 1.0
     rtt: RttOptions = field(default_factory=RttOptions)
@@ -169,7 +170,8 @@ class Window(Generic[K]):
             return False  # nothing sent later came either: not made yet, not lost
         self.losses += 1
         self.rtt.back_off()
-        self._decrease(now)
+        if self.options.loss_decreases:
+            self._decrease(now)
         return True
 
     def nacked(self, key: K, now: float, *, congestion: bool = False) -> float:
@@ -227,7 +229,8 @@ class Window(Generic[K]):
                 next_at = at
         if lost:
             self.losses += len(lost)
-            self._decrease(now)
+            if o.loss_decreases:
+                self._decrease(now)
             if timed_out:
                 self.rtt.back_off()
         return Due(lost, resume, next_at)

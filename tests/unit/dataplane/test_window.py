@@ -182,3 +182,12 @@ def test_bad_options_are_refused() -> None:
         WindowOptions(initial_window=8, max_window=4)
     with pytest.raises(ValueError):
         WindowOptions(decrease=1.0)
+
+
+def test_losses_may_be_told_not_to_shrink_the_window_but_marks_still_do() -> None:
+    w: Window[int] = Window(WindowOptions(initial_window=8, loss_decreases=False))
+    fill(w, range(3), 0.0)
+    assert w.expired(0, 5.0) and w.losses == 1 and w.cwnd == 8
+    assert w.due(6.0).lost == [1, 2] and w.cwnd == 8
+    w.arrived(1, 6.0, marked=True)
+    assert w.cwnd == 4
