@@ -231,23 +231,22 @@ class Fetcher(Generic[K]):
             return
         else:
             dv = fut.result()
-            tries = window.tries(key)
-            marked = rec.congestion_mark != 0
-            window.arrived(key, now, marked=marked)
-            if marked:
-                self.counters["congestion_marks"] += 1
-            if tries > 1:
+            if window.tries(key) > 1:
                 self.counters["bytes_after_retx"] += len(dv.wire)
             try:
                 accepted = self._on_data(key, dv)
             except Exception as err:  # the caller's verdict on the content (too large...)
                 self.fail(err)
                 return
-            if accepted is False:
+            if accepted is False:  # neither a round trip nor a success: paused, then fresh
                 self._fresh.add(key)
                 window.pause(key, now)
             else:
                 self._fresh.discard(key)
+                marked = rec.congestion_mark != 0
+                window.arrived(key, now, marked=marked)
+                if marked:
+                    self.counters["congestion_marks"] += 1
         self._note_decreases()
         self.pump()
 

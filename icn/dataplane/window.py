@@ -14,8 +14,10 @@ keys may go out.
   longer than the RTO (:mod:`icn.dataplane.rtt`, which backs off on such a timeout).  With
   ``loss_needs_later_arrival`` (streams, held Interests) waiting is not a loss until something
   sent later arrived: the producer may simply not have made the Data yet.
-- Nacks: the key pauses (it keeps its slot) for a period that doubles up to a cap and resets on
-  the next arrival.
+- Nacks: the key pauses (it keeps its slot) for a period that doubles with each Nack of that
+  key, up to a cap, and starts again from the first after any arrival (the path works again).
+  Per key: a window of Interests Nacked at once (no route yet) pauses each the first period,
+  not the whole window the capped one.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class Due(NamedTuple, Generic[K]):
 
 
 class _Entry:
-    __slots__ = ("later", "order", "resume_at", "sent", "tries")
+    __slots__ = ("later", "nack_epoch", "nacks", "order", "resume_at", "sent", "tries")
 
     def __init__(self) -> None:
         self.sent = 0.0
@@ -71,6 +73,8 @@ class _Entry:
         self.tries = 0
         self.later = 0  # arrivals of keys sent after this one, since it was sent
         self.resume_at: float | None = None  # paused until then; None: in flight
+        self.nacks = 0  # pauses since the last arrival of any key
+        self.nack_epoch = 0
 
 
 class Window(Generic[K]):
@@ -87,7 +91,7 @@ class Window(Generic[K]):
         self._order = 0
         self._highest_arrived = -1  # send order of the latest-sent key that arrived
         self._recovery_end = -math.inf
-        self._pause = o.nack_pause
+        self._epoch = 0  # arrivals so far: an entry's older Nack count is stale
 
     # ---- questions --------------------------------------------------------------------------
 
@@ -144,7 +148,7 @@ class Window(Generic[K]):
             return False
         if entry.tries == 1:  # Karn's rule: a Data cannot be matched to one of several sends
             self.rtt.sample(now - entry.sent)
-        self._pause = self.options.nack_pause
+        self._epoch += 1
         if marked:
             self._decrease(now)
         elif self.cwnd < self.ssthresh:
@@ -182,13 +186,16 @@ class Window(Generic[K]):
         return self.pause(key, now)
 
     def pause(self, key: K, now: float) -> float:
-        """Ask ``key`` again only after the current pause, which then doubles (a Nack, or an
-        answer the caller rejected).  Returns when."""
+        """Ask ``key`` again only after a pause, twice as long as its previous one since the
+        last arrival (a Nack, an answer the caller rejected).  Returns when."""
         entry = self._entries.get(key)
         if entry is None:
             entry = self._entries[key] = _Entry()
-        entry.resume_at = at = now + self._pause
-        self._pause = min(self._pause * 2, self.options.max_nack_pause)
+        if entry.nack_epoch != self._epoch:
+            entry.nacks, entry.nack_epoch = 0, self._epoch
+        o = self.options
+        entry.resume_at = at = now + min(o.max_nack_pause, o.nack_pause * 2.0**entry.nacks)
+        entry.nacks += 1
         return at
 
     def forget(self, key: K) -> None:

@@ -158,8 +158,10 @@ def test_nack_pause_doubles_up_to_a_cap_and_resets_on_success() -> None:
     assert w.nacked(0, 1.5) == pytest.approx(1.8)  # capped at 0.3
     w.sent(0, 1.8)
     assert w.nacked(0, 2.0) == pytest.approx(2.3)
-    w.arrived(1, 2.1)
-    assert w.nacked(2, 2.1) == pytest.approx(2.2)  # reset by the arrival
+    assert w.nacked(2, 2.0) == pytest.approx(2.1)  # each key its own pauses
+    w.sent(0, 2.3)
+    w.arrived(1, 2.35)
+    assert w.nacked(0, 2.4) == pytest.approx(2.5)  # the arrival started them again
     assert w.cwnd > 4  # a plain Nack is not congestion
 
 
