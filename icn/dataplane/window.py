@@ -140,14 +140,16 @@ class Window(Generic[K]):
             return now + self.rtt.rto
         return None  # with a later arrival needed: it is the latest sent, so none yet
 
-    def arrived(self, key: K, now: float, *, marked: bool = False) -> bool:
-        """Data for ``key`` came at ``now`` (``marked``: it carried a congestion mark).  False
-        if ``key`` was not in flight (a late or duplicate answer: nothing changes)."""
+    def arrived(self, key: K, now: float, *, marked: bool = False) -> float | None:
+        """Data for ``key`` came at ``now`` (``marked``: it carried a congestion mark).
+        Returns the time since its last send; None if ``key`` was not in flight (a late or
+        duplicate answer: nothing changes)."""
         entry = self._entries.pop(key, None)
         if entry is None:
-            return False
+            return None
+        elapsed = now - entry.sent
         if entry.tries == 1:  # Karn's rule: a Data cannot be matched to one of several sends
-            self.rtt.sample(now - entry.sent)
+            self.rtt.sample(elapsed)
         self._epoch += 1
         if marked:
             self._decrease(now)
@@ -157,11 +159,12 @@ class Window(Generic[K]):
             self.cwnd = min(self.options.max_window, self.cwnd + 1.0 / self.cwnd)
         if entry.order > self._highest_arrived:
             self._highest_arrived = entry.order
-            for other in self._entries.values():  # in send order: stop at the first later one
-                if other.order > entry.order:
-                    break
-                other.later += 1
-        return True
+            if self.options.reorder:
+                for other in self._entries.values():  # in send order: stop at the first later
+                    if other.order > entry.order:
+                        break
+                    other.later += 1
+        return elapsed
 
     def expired(self, key: K, now: float) -> bool:
         """The Interest for ``key`` outlived its lifetime.  The key is to be asked again

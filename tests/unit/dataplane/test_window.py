@@ -42,13 +42,13 @@ def test_karn_no_sample_from_a_retransmitted_key() -> None:
     w.arrived(1, 1.05)
     assert w.rtt.srtt is None
     w.sent(2, 2.0)
-    w.arrived(2, 2.1)
+    assert w.arrived(2, 2.1) == pytest.approx(0.1)
     assert w.rtt.srtt == pytest.approx(0.1)
 
 
 def test_an_unknown_arrival_changes_nothing() -> None:
     w: Window[int] = Window()
-    assert not w.arrived(7, 1.0)
+    assert w.arrived(7, 1.0) is None
     assert w.cwnd == 4 and w.rtt.samples == 0
 
 
