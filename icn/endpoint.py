@@ -23,7 +23,7 @@ import icn.mgmt_client as mgmt_client
 from icn import tlv_types as T
 from icn.app_protocols import DatagramProtocol, PacketPort, PortTransport, StreamProtocol
 from icn.client_conf import ENV_VAR, is_local_transport, parse_transport, resolve_transport
-from icn.dataplane.fetcher import FetchPolicy, fetch
+from icn.dataplane.fetcher import expiry_policy, fetch
 from icn.encode import make_data, make_interest
 from icn.errors import (
     DecodeError,
@@ -231,18 +231,10 @@ class Endpoint:
         if retries:
             if retries < 0:
                 raise EncodeError("retries must not be negative")
-            # an expiry only: the answer may take long to compute (a call, a Trigger Interest)
-            policy = FetchPolicy(
-                lifetime_ms=lifetime_ms,
-                deadline=timeout,
-                max_retries=retries,
-                rto_retransmit=False,
-                nack_gives_up=True,
-            )
             return await fetch(
                 self,
                 as_name(name),
-                policy,
+                expiry_policy(lifetime_ms, timeout, retries),
                 verify=verify,
                 can_be_prefix=can_be_prefix,
                 must_be_fresh=must_be_fresh,

@@ -23,31 +23,31 @@ NAME = from_uri("/p/x")
 
 
 def test_a_stream_policy_does_not_count_an_unproduced_item_as_lost() -> None:
-    w: Window[int] = Window(FetchPolicy(loss_needs_later_arrival=True).window_options())
+    w: Window[int] = Window(FetchPolicy(loss_needs_later_arrival=True).window_options)
     w.sent(0, 0.0)
     assert not w.expired(0, 2.0) and w.decreases == 0
     assert w.due(2.0).resume == [0]
 
 
 def test_a_fetch_policy_counts_an_expiry_as_a_loss() -> None:
-    w: Window[int] = Window(FetchPolicy().window_options())
+    w: Window[int] = Window(FetchPolicy().window_options)
     w.sent(0, 0.0)
     assert w.expired(0, 4.0) and w.decreases == 1
 
 
 def test_without_rto_retransmit_only_the_lifetime_ends_a_wait() -> None:
-    w: Window[int] = Window(FetchPolicy(rto_retransmit=False).window_options())
+    w: Window[int] = Window(FetchPolicy(rto_retransmit=False).window_options)
     assert w.sent(0, 0.0) is None
     assert w.due(1000.0).lost == []
 
 
 def test_slow_start_is_the_policys_choice() -> None:
-    opts = FetchPolicy(initial_window=2, max_window=8, slow_start=False).window_options()
+    opts = FetchPolicy(initial_window=2, max_window=8, slow_start=False).window_options
     w: Window[int] = Window(opts)
     w.sent(0, 0.0)
     w.arrived(0, 0.1)
     assert w.cwnd == pytest.approx(2.5)
-    w = Window(FetchPolicy(initial_window=2, max_window=8).window_options())
+    w = Window(FetchPolicy(initial_window=2, max_window=8).window_options)
     w.sent(0, 0.0)
     w.arrived(0, 0.1)
     assert w.cwnd == 3

@@ -11,7 +11,7 @@ from icn.dataplane.window import Window
 
 
 def window(max_window: int = 32) -> Window[int]:
-    return Window(stream_policy(max_window, 2000).window_options())
+    return Window(stream_policy(max_window, 2000).window_options)
 
 
 def test_an_unproduced_batch_expires_without_a_loss() -> None:
