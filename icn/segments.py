@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from icn import tlv_types as T
@@ -43,13 +44,7 @@ async def fetch_segments(
     segment as :meth:`express` does.
     """
     value = name
-    policy = FetchPolicy(
-        lifetime_ms=lifetime_ms,
-        max_retries=retries,
-        nack_gives_up=True,
-        initial_window=max(window, 1),
-        max_window=max(window, 64),
-    )
+    policy = segment_policy(lifetime_ms, retries, window)
     try:
         async with asyncio.timeout(timeout):
             first = await fetch(
@@ -70,6 +65,19 @@ async def fetch_segments(
             return await _fetch_rest(ep, seg_prefix, got, final, policy, max_size, verify)
     except TimeoutError:
         raise InterestTimeout(to_uri(value), 0, timeout) from None
+
+
+@lru_cache(maxsize=64)
+def segment_policy(lifetime_ms: int, retries: int, window: int) -> FetchPolicy:
+    """Segments are there to be fetched: a Nack is final, a loss is re-sent at the RTO, and
+    the window starts at ``window`` and grows to 64 (cached: made once per caller)."""
+    return FetchPolicy(
+        lifetime_ms=lifetime_ms,
+        max_retries=retries,
+        nack_gives_up=True,
+        initial_window=max(window, 1),
+        max_window=max(window, 64),
+    )
 
 
 async def _fetch_rest(

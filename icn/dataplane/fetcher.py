@@ -177,10 +177,12 @@ class Fetcher(Generic[K]):
             at = self._ask(key, now)
             if at is not None and (next_at is None or at < next_at):
                 next_at = at
-        while window.room() > 0 and not self._done.done():
+        room = window.room()
+        while room > 0 and not self._done.done():
             new = self._next_key()
             if new is None:
                 break
+            room -= 1
             at = self._ask(new, now)
             if at is not None and (next_at is None or at < next_at):
                 next_at = at
@@ -272,12 +274,14 @@ class Fetcher(Generic[K]):
             self._decreases = n
 
     def _arm(self, at: float | None) -> None:
-        if at == self._timer_at:
+        # an earlier timer is left to fire (pump() then looks again): re-arming on every
+        # arrival, as the oldest key's RTO moves later, cost a timer per Data
+        if at is None or (self._timer_at is not None and self._timer_at <= at):
             return
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = at
-        self._timer = None if at is None else self._loop.call_at(at, self._fire)
+        self._timer = self._loop.call_at(at, self._fire)
 
     def _fire(self) -> None:
         self._timer = self._timer_at = None
