@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import cast
 
+from icn.dataplane.rtt import RttOptions
+from icn.dataplane.window import Window, WindowOptions
 from icn.encode import DataTemplate, make_interest
 from icn.errors import DecodeError
 from icn.lp import encode_lp, parse_lp
@@ -75,6 +77,13 @@ class Consumer:
 
     Lost Interests or Data are retransmitted with a fresh Nonce after ``rto`` seconds, at most
     ``max_retries`` times each; the run ends when every name is fetched or has failed.
+
+    A load generator offers the load it is told to, so its window and its RTO are fixed (no
+    back-off, no shrinking on loss, congestion marks not read), and it keeps its own socket and
+    the lean codec rather than an Endpoint and the fetcher (a future and a timer per Interest
+    would make it measure itself).  Its decisions are still the flow-control core's: a
+    :class:`~icn.dataplane.window.Window` configured to stay fixed says what is in flight, what
+    is lost and when to look again.
     """
 
     def __init__(
@@ -95,11 +104,26 @@ class Consumer:
         self.must_be_fresh = must_be_fresh
         self.socket_errors = 0
         self._transport: asyncio.DatagramTransport | None = None
-        self._pending: dict[bytes, list[float]] = {}  # name -> [sent_at, first_sent_at, retries]
+        self._flight: Window[bytes] = self._fixed_window()
         self._queue: list[bytes] = []
         self._next = 0
         self._result = FetchResult()
         self._done: asyncio.Future[None] | None = None
+
+    def _fixed_window(self) -> Window[bytes]:
+        size = float(max(1, self.window))
+        fixed_rto = RttOptions(
+            initial_rto=self.rto, min_rto=self.rto, max_rto=self.rto, backoff=1.0
+        )
+        return Window(
+            WindowOptions(
+                initial_window=size,
+                max_window=size,
+                reorder=0,
+                loss_decreases=False,
+                rtt=fixed_rto,
+            )
+        )
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -120,11 +144,11 @@ class Consumer:
         loop = asyncio.get_running_loop()
         self._queue = list(names)
         self._next = 0
-        self._pending.clear()
+        self._flight = self._fixed_window()
         self._result = res = FetchResult(requested=len(names))
         self._done = loop.create_future()
         start = time.perf_counter()
-        for _ in range(min(self.window, len(names))):
+        while self._next < len(names) and self._flight.room():
             self._send_next()
         if not names:
             self._done.set_result(None)
@@ -132,8 +156,9 @@ class Consumer:
         try:
             await asyncio.wait_for(asyncio.shield(self._done), timeout)
         except TimeoutError:
-            res.failed += len(self._pending) + len(self._queue) - self._next
-            self._note_missing(list(self._pending) + self._queue[self._next :])
+            lost = self._flight.in_flight_keys()
+            res.failed += len(lost) + len(self._queue) - self._next
+            self._note_missing(lost + self._queue[self._next :])
         finally:
             checker.cancel()
         res.seconds = time.perf_counter() - start
@@ -159,14 +184,13 @@ class Consumer:
             return
         name = self._queue[self._next]
         self._next += 1
-        now = time.perf_counter()
-        self._pending[name] = [now, now, 0]
+        self._flight.sent(name, time.perf_counter())
         self._send(name)
 
     def _finish_one(self) -> None:
         if self._next < len(self._queue):
             self._send_next()
-        elif not self._pending and self._done is not None and not self._done.done():
+        elif not self._flight.in_flight and self._done is not None and not self._done.done():
             self._done.set_result(None)
 
     def _on_packet(self, wire: bytes) -> None:
@@ -177,37 +201,36 @@ class Consumer:
                     return
                 if lp.nack_reason is not None:
                     self._result.nacks += 1
-                    return  # retransmitted by the RTO loop
+                    return  # asked again once its RTO passes
                 wire = lp.fragment
             if wire[:1] != b"\x06":
                 return
             name = parse_data(wire).name
         except DecodeError:
             return
-        rec = self._pending.pop(name, None)
-        if rec is None:
+        rtt = self._flight.arrived(name, time.perf_counter())
+        if rtt is None:
             return  # duplicate or late Data
         self._result.received += 1
-        self._result.rtt_ms.append((time.perf_counter() - rec[0]) * 1000)
+        self._result.rtt_ms.append(rtt * 1000)
         self._finish_one()
 
     async def _retransmit_loop(self) -> None:
+        flight = self._flight
         while True:
-            await asyncio.sleep(self.rto / 4)
             now = time.perf_counter()
-            expired = [n for n, rec in self._pending.items() if now - rec[0] >= self.rto]
-            for name in expired:
-                rec = self._pending[name]
-                if rec[2] >= self.max_retries:
-                    del self._pending[name]
+            due = flight.due(now)
+            for name in due.lost:
+                if flight.tries(name) > self.max_retries:
+                    flight.forget(name)
                     self._result.failed += 1
                     self._note_missing([name])
                     self._finish_one()
                     continue
-                rec[0] = now
-                rec[2] += 1
+                flight.sent(name, now)
                 self._result.retransmissions += 1
                 self._send(name)
+            await asyncio.sleep(max(0.001, (due.next_at or now + self.rto) - now))
 
 
 class Producer(asyncio.DatagramProtocol):

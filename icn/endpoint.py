@@ -2,10 +2,11 @@
 
 It speaks what NFD's apps speak (bare TLVs back to back on Unix/TCP, one packet per UDP
 datagram) with the lean codec, so an app costs a few microseconds per packet.  The receive path
-runs in the protocol callback: no task per packet, one ``call_later`` timer per pending Interest,
-futures for results.  Bad input from the forwarder is counted in ``counters`` and dropped; a
-broken stream (a TLV header that cannot be framed) closes the endpoint and cancels what is
-pending, since nothing after it can be trusted.  Names are name values (:mod:`icn.name`) or URIs.
+runs in the protocol callback: no task per packet, one ``call_later`` timer per pending Interest
+(its lifetime: asking again is the fetcher's, :mod:`icn.dataplane.fetcher`), futures for
+results.  Bad input from the forwarder is counted in ``counters`` and dropped; a broken stream
+(a TLV header that cannot be framed) closes the endpoint and cancels what is pending, since
+nothing after it can be trusted.  Names are name values (:mod:`icn.name`) or URIs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
 import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -23,6 +23,7 @@ import icn.mgmt_client as mgmt_client
 from icn import tlv_types as T
 from icn.app_protocols import DatagramProtocol, PacketPort, PortTransport, StreamProtocol
 from icn.client_conf import ENV_VAR, is_local_transport, parse_transport, resolve_transport
+from icn.dataplane.fetcher import expiry_policy, fetch
 from icn.encode import make_data, make_interest
 from icn.errors import (
     DecodeError,
@@ -57,10 +58,9 @@ SEND_LIMIT = 4 * T.MAX_LOCAL_PACKET_SIZE
 
 
 class PendingInterest:
-    """One expressed Interest awaiting Data: its wire (re-sent with a new Nonce), its timer."""
+    """One expressed Interest awaiting Data: its wire, its lifetime timer."""
 
     __slots__ = (
-        "attempts",
         "congestion_mark",
         "digest",
         "done",
@@ -70,14 +70,13 @@ class PendingInterest:
         "name",
         "nonce_pos",
         "prefix",
-        "retries",
         "timer",
         "trigger",
         "verify",
         "wire",
     )
 
-    def __init__(self, iv: InterestView, retries: int, future: asyncio.Future[DataView]) -> None:
+    def __init__(self, iv: InterestView, future: asyncio.Future[DataView]) -> None:
         self.name = iv.name
         self.prefix = iv.can_be_prefix
         self.mbf = iv.must_be_fresh
@@ -85,8 +84,6 @@ class PendingInterest:
         self.wire = iv.wire
         self.nonce_pos = iv.nonce_pos
         self.lifetime = iv.lifetime / 1000.0
-        self.retries = retries
-        self.attempts = 0
         self.future = future
         self.timer: asyncio.TimerHandle | None = None
         self.done = False
@@ -210,7 +207,8 @@ class Endpoint:
         """Send an Interest and return the Data that satisfies it.
 
         Each transmission waits its lifetime; then it is re-sent with a fresh Nonce, up to
-        ``retries`` times, before InterestTimeout.  ``timeout`` bounds the whole call.  A Nack
+        ``retries`` times (by the fetcher), before InterestTimeout.  ``timeout`` bounds the
+        whole call.  A Nack
         raises InterestNack; closing the endpoint raises InterestCanceled.  ``verify`` checks
         the Data first; what it raises fails the call (a forged Data is not retried: the
         network gave its answer).  A Trigger Interest (its name ends in a reflexive segment)
@@ -218,6 +216,21 @@ class Endpoint:
         each, as the forwarders keep its PIT entry.  Read the content with
         :func:`data_content`.
         """
+        if retries:
+            if retries < 0:
+                raise EncodeError("retries must not be negative")
+            return await fetch(
+                self,
+                as_name(name),
+                expiry_policy(lifetime_ms, timeout, retries),
+                verify=verify,
+                can_be_prefix=can_be_prefix,
+                must_be_fresh=must_be_fresh,
+                app_params=app_params,
+                signed=signed,
+                hop_limit=hop_limit,
+                forwarding_hint=forwarding_hint,
+            )
         rec = self.start(
             name,
             lifetime_ms=lifetime_ms,
@@ -227,14 +240,13 @@ class Endpoint:
             signed=signed,
             hop_limit=hop_limit,
             forwarding_hint=forwarding_hint,
-            retries=retries,
         )
         rec.verify = verify
         try:
             async with asyncio.timeout(timeout):
                 return await rec.future
         except TimeoutError:
-            raise InterestTimeout(to_uri(rec.name), rec.attempts, timeout) from None
+            raise InterestTimeout(to_uri(rec.name), 1, timeout) from None
         finally:
             self.drop(rec)
 
@@ -249,16 +261,16 @@ class Endpoint:
         signed: bool = False,
         hop_limit: int | None = None,
         forwarding_hint: list[bytes] | None = None,
-        retries: int = 0,
     ) -> PendingInterest:
-        """Send an Interest without waiting: the record's ``future`` gets the Data.  The caller
-        must :meth:`drop` the record when done with it (the window of :func:`fetch_segments`)."""
+        """Send an Interest without waiting: the record's ``future`` gets the Data, or
+        InterestTimeout once its lifetime ends.  The caller must :meth:`drop` the record when
+        done with it (the fetcher's window does)."""
         if self.closed:
             raise InterestCanceled(f"endpoint to {self.uri} is closed")
         if self._n_pending >= self.max_pending:
             raise TooManyPending(f"{self._n_pending} Interests pending; wait for some to finish")
-        if lifetime_ms <= 0 or retries < 0:
-            raise EncodeError("lifetime_ms must be positive and retries not negative")
+        if lifetime_ms <= 0:
+            raise EncodeError("lifetime_ms must be positive")
         value = as_name(name)
         if signed:
             wire = make_signed_interest(
@@ -281,7 +293,7 @@ class Endpoint:
                 app_params=app_params,
             )
         iv = parse_interest(wire)
-        rec = PendingInterest(iv, retries, asyncio.get_running_loop().create_future())
+        rec = PendingInterest(iv, asyncio.get_running_loop().create_future())
         self._pending.setdefault(rec.name, []).append(rec)
         if rec.trigger is not None:
             self._triggers.setdefault(rec.trigger, []).append(rec)
@@ -318,7 +330,6 @@ class Endpoint:
         return await fetch_segments(self, as_name(name), **options)
 
     def _transmit(self, rec: PendingInterest) -> None:
-        rec.attempts += 1
         self._write(rec.wire)
         rec.timer = asyncio.get_running_loop().call_later(rec.lifetime, self._expired, rec)
 
@@ -337,15 +348,8 @@ class Endpoint:
     def _expired(self, rec: PendingInterest) -> None:
         if rec.done:
             return
-        if rec.retries > 0:
-            rec.retries -= 1
-            pos = rec.nonce_pos
-            rec.wire = rec.wire[:pos] + os.urandom(4) + rec.wire[pos + 4 :]
-            self.counters["retransmitted"] += 1
-            self._transmit(rec)
-            return
         self.counters["timeout"] += 1
-        self._fail(rec, InterestTimeout(to_uri(rec.name), rec.attempts))
+        self._fail(rec, InterestTimeout(to_uri(rec.name), 1))
 
     def _fail(self, rec: PendingInterest, exc: BaseException) -> None:
         if not rec.future.done():  # before drop(), which cancels an unfinished future

@@ -1,21 +1,23 @@
 """Segmented objects: reading Content and FinalBlockId, and fetching ``<name>/seg=<i>`` objects
-with a window of Interests in flight (status datasets, files, large values).
+with the fetcher (status datasets, files, large values).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from icn import tlv_types as T
+from icn.dataplane.fetcher import Fetcher, FetchPolicy, fetch
 from icn.errors import DecodeError, InterestTimeout
 from icn.name import segment, to_uri
 from icn.packet import DataView
 from icn.tlv import read_nni, read_tl
 
 if TYPE_CHECKING:
-    from icn.endpoint import Endpoint, PendingInterest
+    from icn.endpoint import Endpoint
 
 
 async def fetch_segments(
@@ -33,22 +35,25 @@ async def fetch_segments(
     """Fetch and reassemble a segmented object (``<name>[/<version>]/seg=<i>``).
 
     The first Interest (CanBePrefix, MustBeFresh) learns the segment prefix and, from
-    FinalBlockId, the last segment; the others go by exact name, ``window`` in flight.
-    Without a FinalBlockId yet, segments are requested ahead until one says where the
-    object ends.  InterestTimeout/InterestNack as for :meth:`express`; ``timeout`` bounds
-    the whole fetch; DecodeError if the reply is not a segment or exceeds ``max_size``.
-    ``verify`` checks every segment as :meth:`express` does.
+    FinalBlockId, the last segment; then every other segment is asked for by exact name, as
+    many at once as the fetcher's window allows (``window`` to start with, growing while
+    nothing is lost).  Without a FinalBlockId yet, segments are requested ahead until one says
+    where the object ends.  Each segment is asked again after a loss, ``retries`` times, then
+    InterestTimeout; a Nack raises InterestNack; ``timeout`` bounds the whole fetch;
+    DecodeError if the reply is not a segment or exceeds ``max_size``.  ``verify`` checks every
+    segment as :meth:`express` does.
     """
     value = name
+    policy = segment_policy(lifetime_ms, retries, window)
     try:
         async with asyncio.timeout(timeout):
-            first = await ep.express(
+            first = await fetch(
+                ep,
                 value,
+                policy,
+                verify=verify,
                 can_be_prefix=True,
                 must_be_fresh=must_be_fresh,
-                lifetime_ms=lifetime_ms,
-                retries=retries,
-                verify=verify,
             )
             seg_prefix, first_seg = split_segment(first.name, first.name_ends)
             if first_seg is None:
@@ -57,11 +62,22 @@ async def fetch_segments(
                 raise DecodeError(f"{to_uri(first.name)} does not end in a segment number")
             got = {first_seg: data_content(first)}
             final = segment_number(final_block_id(first))
-            return await _fetch_rest(
-                ep, seg_prefix, got, final, window, max_size, lifetime_ms, retries, verify
-            )
+            return await _fetch_rest(ep, seg_prefix, got, final, policy, max_size, verify)
     except TimeoutError:
         raise InterestTimeout(to_uri(value), 0, timeout) from None
+
+
+@lru_cache(maxsize=64)
+def segment_policy(lifetime_ms: int, retries: int, window: int) -> FetchPolicy:
+    """Segments are there to be fetched: a Nack is final, a loss is re-sent at the RTO, and
+    the window starts at ``window`` and grows to 64 (cached: made once per caller)."""
+    return FetchPolicy(
+        lifetime_ms=lifetime_ms,
+        max_retries=retries,
+        nack_gives_up=True,
+        initial_window=max(window, 1),
+        max_window=max(window, 64),
+    )
 
 
 async def _fetch_rest(
@@ -69,48 +85,47 @@ async def _fetch_rest(
     prefix: bytes,
     got: dict[int, bytes],
     final: int | None,
-    window: int,
+    policy: FetchPolicy,
     max_size: int,
-    lifetime_ms: int,
-    retries: int,
     verify: Callable[[DataView], None] | None,
 ) -> bytes:
-    flight: dict[asyncio.Future[DataView], tuple[int, PendingInterest]] = {}
     size, nxt = sum(map(len, got.values())), 0
-    try:
-        while True:
-            while len(flight) < max(window, 1) and (final is None or nxt <= final):
-                if nxt not in got:
-                    name = prefix + segment(nxt)
-                    rec = ep.start(name, lifetime_ms=lifetime_ms, retries=retries)
-                    rec.verify = verify
-                    flight[rec.future] = (nxt, rec)
-                nxt += 1
-            if not flight:
-                break
-            done, _ = await asyncio.wait(flight, return_when=asyncio.FIRST_COMPLETED)
-            for fut in done:
-                seg, rec = flight.pop(fut)
-                ep.drop(rec)
-                if final is not None and seg > final:
-                    continue  # asked for before the end was known
-                dv = fut.result()  # InterestTimeout / InterestNack end the fetch
-                got[seg] = content = data_content(dv)
-                size += len(content)
-                if size > max_size:
-                    raise DecodeError(f"{to_uri(prefix)} is larger than {max_size} bytes")
-                last = segment_number(final_block_id(dv))
-                if last is not None and (final is None or last < final):
-                    final = last
-                    for f, (s, r) in list(flight.items()):
-                        if s > final:
-                            ep.drop(r)
-                            del flight[f]
-    finally:
-        for _, rec in flight.values():
-            ep.drop(rec)
-    if final is None or any(i not in got for i in range(final + 1)):
-        raise DecodeError(f"{to_uri(prefix)}: segments missing below FinalBlockId")
+    missing = 0 if final is None else sum(1 for i in range(final + 1) if i not in got)
+
+    def next_key() -> int | None:
+        nonlocal nxt
+        while final is None or nxt <= final:
+            seg, nxt = nxt, nxt + 1
+            if seg not in got:
+                return seg
+        return None
+
+    def on_data(seg: int, dv: DataView) -> None:
+        nonlocal size, final, missing
+        if seg in got:
+            return
+        got[seg] = content = data_content(dv)
+        size += len(content)
+        if size > max_size:
+            raise DecodeError(f"{to_uri(prefix)} is larger than {max_size} bytes")
+        last = segment_number(final_block_id(dv))
+        if last is not None and (final is None or last < final):
+            final = last
+            for other in fetcher.window.in_flight_keys():
+                if other > final:  # asked for before the end was known
+                    fetcher.cancel(other)
+            missing = sum(1 for i in range(final + 1) if i not in got)
+        elif final is not None and seg <= final:
+            missing -= 1
+        if final is not None and not missing:
+            fetcher.finish()
+
+    fetcher: Fetcher[int] = Fetcher(
+        ep, policy, lambda seg: prefix + segment(seg), next_key, on_data, verify=verify
+    )
+    if final is None or missing:
+        await fetcher.run()
+    assert final is not None  # the fetcher finishes only once the end is known
     return b"".join(got[i] for i in range(final + 1))
 
 

@@ -21,7 +21,8 @@ async def test_an_unwanted_timeout_is_retrieved() -> None:
     inlet = Inlet(None, b"/s/op/0", "r", counters=Counter())  # type: ignore[arg-type]
     fut: asyncio.Future[Any] = loop.create_future()
     fut.set_exception(InterestTimeout("/s/op/0/seq=9", 1))
-    inlet._done(9, object(), fut)  # type: ignore[arg-type]  # seq 9 is not asked any more
+    # seq 9 is not asked any more
+    inlet.fetcher._answered(9, object(), fut)  # type: ignore[arg-type]
     del fut
     gc.collect()
     await asyncio.sleep(0)
