@@ -80,14 +80,18 @@ def graph_file(workdir: Path) -> Path:
 
 def wait_checkpoint(path: Path, past: int, readers_past: int = -1, timeout: float = 20) -> None:
     """Until the checkpoint at ``path`` has an entry past input ``past``, saved when every
-    reader had a checkpoint past output ``readers_past`` (so a restart resumes mid-stream)."""
+    reader had a checkpoint past output ``readers_past``, and a restart would resume past input
+    0 (an entry no reader needs to go back behind: how far apart entries are depends on how
+    many batches a stage made between two checkpoints, so it is waited for, not assumed)."""
     deadline = time.monotonic() + timeout
     while True:
         ckpt = Checkpoints(path)
         with contextlib.suppress(StreamError):  # never torn (written, then renamed); still
             ckpt.load()
         durable = min((d for _, d in ckpt.readers.values()), default=past + 1)
-        if ckpt.entries and ckpt.entries[-1].in_pos > past and durable > readers_past:
+        point = ckpt.restore_point()
+        resumes = readers_past < 0 or (point is not None and point.in_pos > 0)
+        if ckpt.entries and ckpt.entries[-1].in_pos > past and durable > readers_past and resumes:
             return
         assert time.monotonic() < deadline, f"{path}: no checkpoint past input {past}"
         time.sleep(0.02)  # polling the checkpoint file
