@@ -84,7 +84,7 @@ class SegmentedObject:
             size = self.segment_size
             wire = make_data(
                 self.prefix + segment(index),
-                bytes(self.content[index * size : (index + 1) * size]),
+                self.content[index * size : (index + 1) * size],  # copied once, into the packet
                 freshness=self.freshness,
                 final_block_id=segment(last),
                 signer=DIGEST_SHA256 if self.manifested else self.signer,
