@@ -186,7 +186,7 @@ class RawClient(asyncio.BufferedProtocol):
             self.done.set_exception(ConnectionError("relay closed the connection"))
 
 
-async def consume_raw(args: argparse.Namespace) -> bytes:
+async def consume_raw(args: argparse.Namespace) -> bytes | bytearray:
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
     transport, proto = await loop.create_unix_connection(
@@ -196,10 +196,10 @@ async def consume_raw(args: argparse.Namespace) -> bytes:
         await done
     finally:
         transport.close()
-    return bytes(proto.buf)
+    return proto.buf  # the object in one buffer, as fetch_segments returns it
 
 
-def consume_pyndn(args: argparse.Namespace) -> tuple[bytes, float, float]:
+def consume_pyndn(args: argparse.Namespace) -> tuple[bytes | bytearray, float, float]:
     """python-ndn's own segment fetcher (v1 NDNApp, one Interest at a time), through our
     forwarder; its default validator checks each segment's DigestSha256."""
     import os
@@ -232,7 +232,7 @@ def consume(args: argparse.Namespace) -> None:
     else:
         fetch = consume_ours if args.mode == "ours" else consume_raw
 
-        async def timed() -> tuple[bytes, float, float]:
+        async def timed() -> tuple[bytes | bytearray, float, float]:
             t0, c0 = time.perf_counter(), time.process_time()
             got = await asyncio.wait_for(fetch(args), args.timeout)
             return got, time.perf_counter() - t0, time.process_time() - c0
