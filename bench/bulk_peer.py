@@ -36,7 +36,9 @@ VARIANTS = ("digest", "ed25519", "manifest")
 
 def object_bytes(size: int) -> bytes:
     """The object every process agrees on (seeded, so the consumer can check what it got)."""
-    return random.Random(1).randbytes(size)
+    rng = random.Random(1)
+    step = 1 << 20  # randbytes takes at most 2**31 bits at once
+    return b"".join(rng.randbytes(min(step, size - off)) for off in range(0, size, step))
 
 
 # ---- producer ---------------------------------------------------------------------------------
