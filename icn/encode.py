@@ -125,10 +125,7 @@ def make_data(
     if signer is not None:
         parts.append(encode_tlv(T.SIGNATURE_INFO, signer.signature_info()))
         if isinstance(signer, DigestSha256Signer):
-            h = hashlib.sha256()
-            for part in parts:
-                h.update(part)
-            sig = h.digest()
+            sig = signer.digest_parts(parts)
         else:
             sig = signer.sign(b"".join(parts))
         parts.append(b"\x17" + encode_varnum(len(sig)) + sig)
