@@ -6,8 +6,8 @@ owns the receive buffer and suits both asyncio protocol styles:
 
 * ``asyncio.BufferedProtocol``: :meth:`get_buffer` lends the free end of the buffer, the socket
   reads straight into it, :meth:`buffer_updated` cuts the frames.  A frame larger than
-  ``own_above`` is given a buffer of its own as soon as its header is read, so the rest of it
-  is read once, straight into place, and no later read has to move it;
+  ``own_above`` is read, once its header is known, into a second buffer kept for large frames,
+  so the rest of it is read straight into place and no later read has to move it;
 * ``asyncio.Protocol`` (and tests): :meth:`feed` copies a chunk in and cuts the frames.
 
 Each call returns the frames it completed as ``bytes`` (one copy out of the buffer, which is
@@ -24,7 +24,7 @@ from icn.errors import DecodeError
 from icn.tlv import frame_length
 
 DEFAULT_CAPACITY = 256 << 10  # the shared buffer: many small packets per read
-DEFAULT_OWN_ABOVE = 64 << 10  # larger frames are read into a buffer of their own
+DEFAULT_OWN_ABOVE = 64 << 10  # larger frames are read into the large-frame buffer
 MIN_READ = 16 << 10  # below this much room at the end, the buffer is compacted before a read
 
 
@@ -34,6 +34,7 @@ class TlvFramer:
     __slots__ = (
         "_buf",
         "_end",
+        "_large",
         "_own",
         "_own_filled",
         "_skip",
@@ -70,7 +71,11 @@ class TlvFramer:
         self._view = memoryview(self._buf)
         self._start = 0  # first octet not yet cut into a frame
         self._end = 0  # octets of the shared buffer filled
-        self._own: bytearray | None = None  # the large frame being read into its own buffer
+        # the large frame being read, into the first ``_own`` octets of ``_large``: a second
+        # buffer kept for large frames (grown to the largest seen), so that neither it nor the
+        # pages under it are allocated, zeroed and faulted in again for every large frame
+        self._large = bytearray(0)
+        self._own = 0
         self._own_filled = 0
         self._skip = 0  # octets of a skipped oversized frame still to discard
 
@@ -85,8 +90,8 @@ class TlvFramer:
         """Where the next read may write: the rest of a large frame, else the shared buffer's
         free end (moving a partial frame to its start first when the end is full)."""
         own = self._own
-        if own is not None:
-            return memoryview(own)[self._own_filled :]
+        if own:
+            return memoryview(self._large)[self._own_filled : own]
         start, end = self._start, self._end
         if start and len(self._buf) - end < MIN_READ:
             # a partial frame (at most own_above octets) moves to the front, through a copy:
@@ -98,14 +103,14 @@ class TlvFramer:
     def buffer_updated(self, nbytes: int) -> list[bytes]:
         """``nbytes`` were written where :meth:`get_buffer` pointed: the frames now complete."""
         own = self._own
-        if own is None:
+        if not own:
             self._end += nbytes
             return self._cut()
         self._own_filled += nbytes
-        if self._own_filled < len(own):
+        if self._own_filled < own:
             return []
-        self._own, self._own_filled = None, 0
-        return [bytes(own)]
+        self._own = self._own_filled = 0
+        return [bytes(memoryview(self._large)[:own])]
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Copy ``data`` in and return the frames it completes."""
@@ -159,11 +164,12 @@ class TlvFramer:
                 start += size
                 continue
             if size > self.own_above:
-                # read the rest of this frame once, straight into a buffer of its own
-                own = bytearray(size)
+                # read the rest of this frame once, straight into the large-frame buffer
+                if len(self._large) < size:
+                    self._large = bytearray(size)
                 have = end - start
-                own[:have] = view[start:end]
-                self._own, self._own_filled = own, have
+                self._large[:have] = view[start:end]
+                self._own, self._own_filled = size, have
                 start = end
             break
         if start == end:
@@ -174,4 +180,4 @@ class TlvFramer:
     def _broken(self, reason: str) -> None:
         self.error = reason
         self._start = self._end = 0
-        self._own, self._own_filled = None, 0
+        self._own = self._own_filled = 0
