@@ -62,7 +62,7 @@ class Case:
         per_gib = [sum(c) * GIB / size for c in self.cpu]
         split = [statistics.median(c[i] * GIB / size for c in self.cpu) for i in range(3)]
         return (
-            f"{self.label:<34} {med:>8,.0f} MB/s (median of {len(self.mbps)}: "
+            f"{self.label:<38} {med:>8,.0f} MB/s (median of {len(self.mbps)}: "
             + ", ".join(f"{x:,.0f}" for x in self.mbps)
             + f")  CPU {statistics.median(per_gib):5.2f} s/GiB"
             + f" (producer {split[0]:.2f}, middle {split[1]:.2f}, consumer {split[2]:.2f})"
