@@ -1,7 +1,7 @@
 """The asyncio protocols under an :class:`~icn.endpoint.Endpoint`: stream framing and datagrams.
 
-Stream faces (Unix, TCP) carry TLVs back to back with no other header, as NFD's do, so a frame
-is read as VAR-NUMBER type and length and then exactly the value; UDP carries one packet per
+Stream faces (Unix, TCP) carry TLVs back to back with no other header, as NFD's do, cut by the
+framer the forwarder's stream faces use (:mod:`icn.framer`); UDP carries one packet per
 datagram.  Each hands whole packets to the endpoint's receive path from the protocol callback.
 """
 
@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from icn import tlv_types as T
-from icn.errors import DecodeError
-from icn.tlv import frame_length
+from icn.framer import TlvFramer
 
 if TYPE_CHECKING:
     from icn.endpoint import Endpoint
@@ -23,49 +22,39 @@ if TYPE_CHECKING:
 MAX_FRAME = T.MAX_LOCAL_PACKET_SIZE + T.LP_HEADER_ROOM
 
 
-class StreamProtocol(asyncio.Protocol):
-    """Back-to-back TLV framing: VAR-NUMBER type and length, then exactly the value."""
+class StreamProtocol(asyncio.BufferedProtocol):
+    """Back-to-back TLV framing by :class:`~icn.framer.TlvFramer`, read straight into its
+    buffer; a frame too large for any forwarder to send is skipped and counted."""
 
     def __init__(self, ep: Endpoint) -> None:
         self.ep = ep
-        self.buf = bytearray()
-        self.skip = 0  # bytes still to discard of an oversized frame
+        self.framer = TlvFramer(MAX_FRAME, skip_oversize=True)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.ep._transport = transport
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.framer.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._deliver(self.framer.buffer_updated(nbytes))
+
     def data_received(self, data: bytes) -> None:
+        """A chunk read elsewhere (asyncio calls the two methods above)."""
+        self._deliver(self.framer.feed(data))
+
+    def _deliver(self, frames: list[bytes]) -> None:
         ep = self.ep
-        if self.skip:
-            n = min(self.skip, len(data))
-            self.skip -= n
-            data = data[n:]
-        buf = self.buf
-        src: bytes | bytearray = data
-        if buf:
-            buf += data
-            src = buf
-        end = len(src)
-        off = 0
-        while off < end and ep._transport is not None:
-            try:
-                size = frame_length(src, off, end)
-            except DecodeError:
-                ep._abort("bad TLV header from the forwarder")
+        framer = self.framer
+        if framer.skipped:
+            ep.counters["drop_oversize"] += framer.skipped
+            framer.skipped = 0
+        for frame in frames:
+            if ep._transport is None:
                 return
-            if size is None or (size > end - off and size <= MAX_FRAME):
-                break
-            if size > MAX_FRAME:
-                ep.counters["drop_oversize"] += 1
-                self.skip = max(0, size - (end - off))
-                off = min(end, off + size)
-                continue
-            ep._receive(bytes(src[off : off + size]) if src is buf else data[off : off + size])
-            off += size
-        if src is buf:
-            del buf[:off]
-        elif off < end:
-            buf += data[off:]
+            ep._receive(frame)
+        if framer.error is not None and ep._transport is not None:
+            ep._abort("bad TLV header from the forwarder")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ep._lost(exc)

@@ -13,8 +13,8 @@ import os
 from icn import tlv_types as T
 from icn.errors import DecodeError, EncodeError
 from icn.name import component_ends
-from icn.signer import DIGEST_SHA256, Signer
-from icn.tlv import encode_nni, encode_nni_tlv, encode_tlv, encode_varnum
+from icn.signer import DIGEST_SHA256, DigestSha256Signer, Signer
+from icn.tlv import Buffer, encode_nni, encode_nni_tlv, encode_tlv, encode_varnum
 
 _CBP = b"\x21\x00"
 _MBF = b"\x12\x00"
@@ -99,14 +99,18 @@ def _with_params_digest(name: bytes, digest: bytes) -> bytes:
 
 def make_data(
     name: bytes,
-    content: bytes = b"",
+    content: Buffer = b"",
     *,
     freshness: int | None = None,
     content_type: int | None = None,
     final_block_id: bytes | None = None,
     signer: Signer | None = DIGEST_SHA256,
 ) -> bytes:
-    """Encode a Data packet signed by ``signer`` (DigestSha256 by default; None: no signature)."""
+    """Encode a Data packet signed by ``signer`` (DigestSha256 by default; None: no signature).
+
+    ``content`` may be any bytes-like object (a memoryview of a larger object): it is copied
+    once, into the packet, and DigestSha256 hashes it in place.
+    """
     meta = b""
     if content_type is not None and content_type != T.CONTENT_BLOB:
         meta += encode_nni_tlv(T.CONTENT_TYPE, content_type)
@@ -114,14 +118,19 @@ def make_data(
         meta += encode_nni_tlv(T.FRESHNESS_PERIOD, freshness)
     if final_block_id is not None:
         meta += encode_tlv(T.FINAL_BLOCK_ID, final_block_id)
-    body = encode_tlv(T.NAME, name)
+    parts: list[Buffer] = [encode_tlv(T.NAME, name)]
     if meta:
-        body += encode_tlv(T.META_INFO, meta)
-    body += encode_tlv(T.CONTENT, content)
+        parts.append(encode_tlv(T.META_INFO, meta))
+    parts += (b"\x15" + encode_varnum(len(content)), content)
     if signer is not None:
-        body += encode_tlv(T.SIGNATURE_INFO, signer.signature_info())
-        body += encode_tlv(T.SIGNATURE_VALUE, signer.sign(body))
-    return b"\x06" + encode_varnum(len(body)) + body
+        parts.append(encode_tlv(T.SIGNATURE_INFO, signer.signature_info()))
+        if isinstance(signer, DigestSha256Signer):
+            sig = signer.digest_parts(parts)
+        else:
+            sig = signer.sign(b"".join(parts))
+        parts.append(b"\x17" + encode_varnum(len(sig)) + sig)
+    size = sum(map(len, parts))
+    return b"".join([b"\x06", encode_varnum(size), *parts])
 
 
 class DataTemplate:

@@ -483,14 +483,21 @@ class Endpoint:
         register: bool = True,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         freshness: int | None = None,
+        manifest: bool = False,
     ) -> SegmentedObject:
         """Serve ``content`` as segments ``<prefix>/seg=<i>``, each built and signed (with
-        ``signer``) when first asked for.  ``register=False`` adds the handler without a route
-        (under a reflexive segment, or a prefix already routed here).  Withdraw with
-        :meth:`unpublish`."""
+        ``signer``) when first asked for; with ``manifest``, signed once instead (segments by
+        DigestSha256, a manifest of their digests by ``signer``: :mod:`icn.manifest`).
+        ``register=False`` adds the handler without a route (under a reflexive segment, or a
+        prefix already routed here).  Withdraw with :meth:`unpublish`."""
         value = as_name(prefix)
         obj = SegmentedObject(
-            value, content, segment_size=segment_size, freshness=freshness, signer=self.signer
+            value,
+            content,
+            segment_size=segment_size,
+            freshness=freshness,
+            signer=self.signer,
+            manifest=manifest,
         )
         if register:
             await self.register(value, obj.handler)

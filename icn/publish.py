@@ -2,34 +2,70 @@
 
 The consumer side (:func:`icn.segments.fetch_segments`) keeps a window of Interests in flight;
 this side answers each from the object's bytes, building and signing a segment only when first
-asked and keeping it for retransmissions, so a 10 MB value costs no more than the segments that
-are actually pulled.  Every segment carries FinalBlockId, so the first answer tells the
-consumer how many to ask for.
+asked, so a 10 MB value costs no more than the segments that are actually pulled.  The segments
+built last are kept for retransmissions, up to ``cache_bytes`` (16 MiB); an older one asked for
+again is built again (the same packet, for a deterministic signer: DigestSha256, HMAC,
+Ed25519).  Keeping every segment would hold a second copy of a large object, in memory the
+producer touches for the first time (its page faults cost as much as the copy).  Every segment
+carries FinalBlockId, so the first answer tells the consumer how many to ask for.
+
+With ``manifest=True`` the object is signed once: its segments carry DigestSha256 and the
+object's signer signs only a manifest of their digests (:mod:`icn.manifest`), served beside them
+as ``<prefix>/32=manifest``.  Its digests are computed when the manifest is first asked for and
+kept, so a segment built later is not hashed again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 
 from icn import tlv_types as T
 from icn.encode import make_data
+from icn.manifest import DIGEST_LEN, MANIFEST_COMPONENT, Manifest, manifest_name
 from icn.name import component_ends, segment
 from icn.packet import InterestView
 from icn.segments import segment_number
-from icn.signer import DIGEST_SHA256, Signer
-from icn.tlv import read_tl
+from icn.signer import DIGEST_SHA256, DigestSha256Signer, Signer
+from icn.tlv import Buffer, read_tl
 
 Reply = Callable[[bytes], None]
 
 # Content per segment: a segment with its name and signature stays under NDN's 8800-octet
 # packet limit, so stream faces carry it whole and UDP faces need at most a few fragments.
 DEFAULT_SEGMENT_SIZE = 8000
+DEFAULT_CACHE_BYTES = 16 << 20
+
+
+class KnownDigest(DigestSha256Signer):
+    """DigestSha256 for a packet whose digest is known already (listed in its manifest)."""
+
+    __slots__ = ("digest",)
+
+    def __init__(self, digest: bytes) -> None:
+        self.digest = digest
+
+    def digest_parts(self, parts: Iterable[Buffer]) -> bytes:
+        return self.digest
 
 
 class SegmentedObject:
     """The bytes of one object served as segments under ``prefix`` (a name value)."""
 
-    __slots__ = ("_built", "content", "freshness", "prefix", "segment_size", "served", "signer")
+    __slots__ = (
+        "_built",
+        "_built_bytes",
+        "_digests",
+        "_manifest",
+        "cache_bytes",
+        "content",
+        "freshness",
+        "manifested",
+        "prefix",
+        "segment_size",
+        "served",
+        "signer",
+    )
 
     def __init__(
         self,
@@ -39,6 +75,8 @@ class SegmentedObject:
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         freshness: int | None = None,
         signer: Signer | None = DIGEST_SHA256,
+        manifest: bool = False,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         if segment_size <= 0:
             raise ValueError("segment_size must be positive")
@@ -49,29 +87,67 @@ class SegmentedObject:
         self.freshness = freshness
         self.signer = signer
         self.served = 0  # Data packets sent, retransmissions included
-        self._built: dict[int, bytes] = {}
+        # the segments built last, oldest first, within cache_bytes (and at least one)
+        self._built: OrderedDict[int, bytes] = OrderedDict()
+        self._built_bytes = 0
+        self.cache_bytes = cache_bytes
+        # signed once: segments by digest, the manifest by ``signer``
+        self.manifested = manifest
+        self._manifest: SegmentedObject | None = None
+        self._digests: list[bytes] | None = None
 
     @property
     def last_segment(self) -> int:
         return max(0, (len(self.content) - 1) // self.segment_size)
 
     def segment_wire(self, index: int) -> bytes | None:
-        """The Data of segment ``index`` (built once), or None past the last segment."""
-        wire = self._built.get(index)
+        """The Data of segment ``index``, or None past the last segment."""
+        built = self._built
+        wire = built.get(index)
         if wire is None:
             last = self.last_segment
             if not 0 <= index <= last:
                 return None
             size = self.segment_size
+            signer = self.signer
+            if self.manifested:
+                digests = self._digests
+                signer = DIGEST_SHA256 if digests is None else KnownDigest(digests[index])
             wire = make_data(
                 self.prefix + segment(index),
-                bytes(self.content[index * size : (index + 1) * size]),
+                self.content[index * size : (index + 1) * size],  # copied once, into the packet
                 freshness=self.freshness,
                 final_block_id=segment(last),
+                signer=signer,
+            )
+            built[index] = wire
+            self._built_bytes += len(wire)
+            while self._built_bytes > self.cache_bytes and len(built) > 1:
+                self._built_bytes -= len(built.popitem(last=False)[1])
+        return wire
+
+    def manifest_object(self) -> SegmentedObject:
+        """The object's manifest, served as a segmented object signed by ``signer`` (built, with
+        every segment of the object, on the first call).  ValueError without ``manifest``."""
+        if not self.manifested:
+            raise ValueError("this object is not published with a manifest")
+        if self._manifest is None:
+            digests = []
+            for i in range(self.last_segment + 1):
+                wire = self.segment_wire(i)
+                assert wire is not None  # every index up to last_segment has a segment
+                # a DigestSha256 SignatureValue (17 20 <digest>) ends the packet make_data built
+                digests.append(wire[-DIGEST_LEN:])
+            self._digests = digests
+            content = Manifest(len(self.content), self.segment_size, digests).encode()
+            self._manifest = SegmentedObject(
+                manifest_name(self.prefix),
+                content,
+                segment_size=self.segment_size,
+                freshness=self.freshness,
                 signer=self.signer,
             )
-            self._built[index] = wire
-        return wire
+        return self._manifest
 
     def answer(self, iv: InterestView) -> bytes | None:
         """The Data answering ``iv``: its segment, or segment 0 for a CanBePrefix Interest for
@@ -83,6 +159,8 @@ class SegmentedObject:
         if len(name) <= len(prefix) or not name.startswith(prefix):
             return None
         rest = name[len(prefix) :]
+        if self.manifested and rest.startswith(MANIFEST_COMPONENT):
+            return self.manifest_object().answer(iv)
         _, _, end = read_tl(rest, 0, len(rest))
         if end != len(rest) or rest[0] != T.COMP_SEGMENT:
             return None

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Protocol
 
 from icn import tlv_types as T
-from icn.tlv import encode_nni_tlv, encode_tlv
+from icn.tlv import Buffer, encode_nni_tlv, encode_tlv
 
 
 class Signer(Protocol):
@@ -31,6 +32,13 @@ class DigestSha256Signer:
 
     def sign(self, signed_portion: bytes) -> bytes:
         return hashlib.sha256(signed_portion).digest()
+
+    def digest_parts(self, parts: Iterable[Buffer]) -> bytes:
+        """The signature over the signed portion given in pieces (hashed in place, unjoined)."""
+        h = hashlib.sha256()
+        for part in parts:
+            h.update(part)
+        return h.digest()
 
 
 def signature_info_tlv(signer: Signer) -> bytes:

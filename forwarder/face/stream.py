@@ -1,6 +1,8 @@
 """TCP and Unix stream transports and listeners.
 
-Framing is NDN's: back-to-back TLVs with no extra header (what NFD and python-ndn speak).  Each
+Framing is NDN's: back-to-back TLVs with no extra header (what NFD and python-ndn speak), cut
+by :class:`icn.framer.TlvFramer`; the socket reads straight into its buffer (asyncio's
+BufferedProtocol), a large packet into a buffer of its own.  Each
 connection gets its own transport and face, so a peer that sends a bad TLV header, a TLV type
 other than Interest/Data/LpPacket, or a frame larger than any packet we accept loses only its
 own face; the listener and every other connection carry on.  A connection that closes in the
@@ -30,8 +32,8 @@ from forwarder.face.transport import Transport
 from forwarder.face.uri import FaceUri, format_ip_uri, is_loopback, parse_face_uri
 from forwarder.face_api import Counters
 from icn import tlv_types as T
-from icn.errors import DecodeError, FaceError
-from icn.tlv import frame_length
+from icn.errors import FaceError
+from icn.framer import TlvFramer
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ CONNECT_TIMEOUT = 10.0
 _FRAME_TYPES = frozenset((T.INTEREST, T.DATA, T.LP_PACKET))
 
 
-class StreamTransport(Transport, asyncio.Protocol):
+class StreamTransport(Transport, asyncio.BufferedProtocol):
     """One TCP or Unix connection; also the asyncio protocol of that connection."""
 
     def __init__(
@@ -77,7 +79,14 @@ class StreamTransport(Transport, asyncio.Protocol):
         self.max_packet = self.max_frame - T.LP_HEADER_ROOM
         self._on_connected = on_connected
         self._sock: asyncio.Transport | None = None
-        self._buf = bytearray()
+        # network faces carry packets of 9 KiB at most: a smaller shared buffer serves them
+        self._framer = (
+            TlvFramer(self.max_frame, types=_FRAME_TYPES)
+            if unix
+            else TlvFramer(
+                self.max_frame, types=_FRAME_TYPES, capacity=64 << 10, own_above=32 << 10
+            )
+        )
         self._abort = False
 
     # ---- asyncio.Protocol ------------------------------------------------------------------
@@ -91,42 +100,28 @@ class StreamTransport(Transport, asyncio.Protocol):
         if on_connected is not None:
             on_connected(self)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        # the socket reads straight into the framer's buffer (a large packet into its own)
+        return self._framer.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._sock is None:  # closed while asyncio still had data for us
             return
-        buf = self._buf
-        src: bytes | bytearray = data
-        if buf:
-            buf += data
-            src = buf
-        end = len(src)
-        off = 0
-        try:
-            while off < end:
-                if src[off] not in _FRAME_TYPES:
-                    self._fail("face.unknown_type")
-                    return
-                size = frame_length(src, off, end)
-                if size is None:
-                    break
-                if size > self.max_frame:
-                    self._fail("face.oversize")
-                    return
-                nxt = off + size
-                if nxt > end:
-                    break
-                # slicing a whole bytes object returns it without a copy
-                self._deliver(bytes(src[off:nxt]) if src is buf else data[off:nxt])
-                if self.closed:
-                    return
-                off = nxt
-        except DecodeError:
-            self._fail("face.bad_tlv")
+        self._deliver_all(self._framer.buffer_updated(nbytes))
+
+    def data_received(self, data: bytes) -> None:
+        """The same for a chunk read elsewhere (asyncio calls the two methods above)."""
+        if self._sock is None:
             return
-        if src is buf:
-            del buf[:off]
-        elif off < end:
-            buf += data[off:]
+        self._deliver_all(self._framer.feed(data))
+
+    def _deliver_all(self, frames: list[bytes]) -> None:
+        for frame in frames:
+            self._deliver(frame)
+            if self.closed:
+                return
+        if self._framer.error is not None:
+            self._fail("face." + self._framer.error)
 
     def eof_received(self) -> bool:
         return False  # let asyncio close the socket; connection_lost closes the face
@@ -159,11 +154,10 @@ class StreamTransport(Transport, asyncio.Protocol):
         self.out_bytes += len(wire)
 
     def _close_io(self) -> None:
-        if self._buf:
+        if self._framer.buffered:
             # the start of a packet whose end never came (the peer hung up mid-frame, or the
             # face was destroyed): dropped like any other, so counted
             self.counters["face.truncated_frame"] += 1
-        self._buf = bytearray()
         sock, self._sock = self._sock, None
         if sock is not None:
             if self._abort:
@@ -175,7 +169,8 @@ class StreamTransport(Transport, asyncio.Protocol):
         """Bad framing from the peer: close only this connection."""
         self.counters[reason] += 1
         log.info("closing %s: %s", self.remote_uri, reason)
-        self._buf = bytearray()  # the bad frame is counted under ``reason``, not as truncated
+        # the framer holds nothing after a bad frame: it is counted under ``reason``, not as
+        # truncated
         self._abort = True
         self.close()
 
