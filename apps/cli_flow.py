@@ -103,7 +103,7 @@ def run(
 
 async def _run(graph, which, connect, state_dir, timeout, quiet) -> int:  # type: ignore[no-untyped-def]
     from compute.stream.flow import FlowRun
-    from icn.endpoint import Endpoint
+    from icn.dataplane.endpoint import Endpoint
 
     daemon = None
     if connect is None:

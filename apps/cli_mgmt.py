@@ -1,6 +1,7 @@
 """``icn status``, ``face``, ``route``, ``strategy`` and ``cs``: an nfdc for our forwarder.
 
-Everything goes through the NFD management protocol (:mod:`icn.mgmt_client`), so these commands
+Everything goes through the NFD management protocol (:mod:`icn.dataplane.mgmt_client`), so these
+commands
 drive NFD itself just as well, and anything they can do a python-ndn app can do too.
 """
 
@@ -27,8 +28,8 @@ from apps.ctl_common import (
     with_endpoint,
     yes_no,
 )
-from icn import mgmt_client as mc
-from icn.endpoint import Endpoint
+from icn.dataplane import mgmt_client as mc
+from icn.dataplane.endpoint import Endpoint
 from icn.errors import CommandFailed
 
 ROUTE_CHILD_INHERIT, ROUTE_CAPTURE = 1, 2

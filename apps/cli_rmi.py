@@ -25,7 +25,7 @@ from apps.ctl_common import (
     run,
 )
 from icn.errors import ConfigError
-from icn.keys import Identity
+from icn.security.keys import Identity
 
 IDENTITY_ENV = "ICN_IDENTITY"
 RMI_EXIT_HELP = (

@@ -29,13 +29,13 @@ from apps.ctl_common import (
     run,
     with_endpoint,
 )
-from icn import tlv_types as T
-from icn.encode import make_data
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.segments import data_content
 from icn.errors import InterestNack, InterestTimeout
-from icn.name import generic, to_uri
-from icn.packet import DataView, InterestView
-from icn.segments import data_content
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data
+from icn.wire.name import generic, to_uri
+from icn.wire.packet import DataView, InterestView
 
 # Room left in a Data packet for the content once the name, MetaInfo and signature are in.
 CONTENT_ROOM = T.MAX_PACKET_SIZE - 400

@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.table import Table
 
 from apps.loop import run_loop
-from icn.client_conf import DEFAULT_SOCKET, ENV_VAR, resolve_transport
-from icn.endpoint import Endpoint
+from icn.dataplane.client_conf import DEFAULT_SOCKET, ENV_VAR, resolve_transport
+from icn.dataplane.endpoint import Endpoint
 from icn.errors import (
     CommandFailed,
     ConfigError,
@@ -35,7 +35,7 @@ from icn.errors import (
     InterestNack,
     InterestTimeout,
 )
-from icn.name import from_uri
+from icn.wire.name import from_uri
 
 T = TypeVar("T")
 

@@ -11,9 +11,9 @@ from forwarder.daemon import ForwarderDaemon
 from forwarder.face.face import Face
 from forwarder.face.memory import memory_pair
 from forwarder.mgmt.rib import ORIGIN_STATIC, ROUTE_CHILD_INHERIT, Route
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 from icn.errors import ConfigError
-from icn.name import from_uri
+from icn.wire.name import from_uri
 
 
 def attach_endpoint(daemon: ForwarderDaemon, *, label: str = "app") -> Endpoint:

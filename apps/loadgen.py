@@ -1,6 +1,6 @@
 """Lean load generator: a UDP consumer with many Interests in flight and a UDP producer.
 
-Both use the lean codec (icn.packet readers, icn.encode templates), so they cost a few
+Both use the lean codec (icn.wire.packet readers, icn.wire.encode templates), so they cost a few
 microseconds per packet and measure the network in between rather than themselves.
 """
 
@@ -15,12 +15,12 @@ from typing import cast
 
 from icn.dataplane.rtt import RttOptions
 from icn.dataplane.window import Window, WindowOptions
-from icn.encode import DataTemplate, make_interest
 from icn.errors import DecodeError
-from icn.lp import encode_lp, parse_lp
-from icn.name import from_uri, generic, to_uri
-from icn.packet import parse_data, parse_interest
-from icn.signer import DIGEST_SHA256
+from icn.wire.encode import DataTemplate, make_interest
+from icn.wire.lp import encode_lp, parse_lp
+from icn.wire.name import from_uri, generic, to_uri
+from icn.wire.packet import parse_data, parse_interest
+from icn.wire.signer import DIGEST_SHA256
 
 
 @dataclass

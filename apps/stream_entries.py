@@ -35,7 +35,7 @@ from compute.stream.graph import (
 )
 from compute.stream.instance import Instance
 from compute.stream.sources import parse_broker
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 from icn.errors import ConfigError
 
 METRIC_EVERY = 1.0

@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from apps.scenario.entry import ServiceContext, WorkloadContext
-from icn.encode import DataTemplate
 from icn.errors import IcnError, InterestNack, InterestTimeout
-from icn.name import from_uri, generic
-from icn.packet import InterestView
 from icn.units import parse_duration
+from icn.wire.encode import DataTemplate
+from icn.wire.name import from_uri, generic
+from icn.wire.packet import InterestView
 
 
 def _arg(args: dict[str, Any], key: str, default: Any, kind: type) -> Any:

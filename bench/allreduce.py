@@ -60,8 +60,8 @@ from bench.allreduce_worker import (  # noqa: E402
     sumsq,
 )
 from compute.collective import Plan, ring_reference  # noqa: E402
-from icn import mgmt_client  # noqa: E402
-from icn.endpoint import Endpoint  # noqa: E402
+from icn.dataplane import mgmt_client  # noqa: E402
+from icn.dataplane.endpoint import Endpoint  # noqa: E402
 
 HOST = "127.0.0.1"
 MODES = ("gloo", "in-network", "ps", "ring")

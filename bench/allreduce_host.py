@@ -27,7 +27,7 @@ from bench.allreduce_worker import JOB, ROOT, run
 from compute.collective import Aggregator, Plan
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 from icn.log import setup_logging
 
 

@@ -76,7 +76,7 @@ def answer(obj: dict[str, Any]) -> None:
 
 async def run_ours(args: argparse.Namespace) -> None:
     from compute.collective import Collective, Plan
-    from icn.endpoint import Endpoint
+    from icn.dataplane.endpoint import Endpoint
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()

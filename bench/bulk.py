@@ -1,7 +1,8 @@
 """Bulk transfer through one forwarder over Unix sockets, against a raw relay in the same run.
 
 One object (``--size``, 256 MiB by default) goes from a producer process to a consumer process:
-  (a) ours: consumer -> ``icn fwd`` -> producer, the segmented-object fetch (icn.segments) with
+  (a) ours: consumer -> ``icn fwd`` -> producer, the segmented-object fetch
+  (icn.dataplane.segments) with
       DigestSha256 per segment (the default), then with an Ed25519 signature per segment (each
       verified), then signed once by a manifest (one Ed25519 signature, each segment checked
       against its listed digest);

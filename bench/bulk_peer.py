@@ -22,17 +22,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from icn import tlv_types as T
-from icn.endpoint import Endpoint, PendingInterest
+from icn.dataplane.endpoint import Endpoint, PendingInterest
+from icn.dataplane.publish import SegmentedObject
+from icn.dataplane.segments import final_block_id, segment_number, split_segment
 from icn.errors import ValidationError
-from icn.keys import Identity, verify_data
-from icn.manifest import Manifest, manifest_name
-from icn.name import from_uri, segment
-from icn.packet import DataView, InterestView
-from icn.publish import SegmentedObject
-from icn.segments import final_block_id, segment_number, split_segment
-from icn.signer import DIGEST_SHA256
-from icn.tlv import read_tl
+from icn.security.keys import Identity, verify_data
+from icn.security.manifest import Manifest, manifest_name
+from icn.wire import tlv_types as T
+from icn.wire.name import from_uri, segment
+from icn.wire.packet import DataView, InterestView
+from icn.wire.signer import DIGEST_SHA256
+from icn.wire.tlv import read_tl
 
 VARIANTS = ("digest", "ed25519", "manifest")
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from apps.procs import ProcessGroup, icn_argv
 from compute.rmi import Client
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import signal
 
 from bench import rmi_funcs
 from compute.rmi import RmiServer, ServerConfig, collect
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 
 
 async def main(args: argparse.Namespace) -> None:

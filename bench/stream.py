@@ -290,7 +290,7 @@ async def run_ours(spec: Spec, workdir: Path) -> float:
     from compute.stream.graph import parse_graph
     from forwarder.config import config_from_dict
     from forwarder.daemon import ForwarderDaemon
-    from icn.endpoint import Endpoint
+    from icn.dataplane.endpoint import Endpoint
 
     graph = parse_graph(graph_data(spec, workdir / "ours.jsonl"), "bench/stream.py")
     daemon = ForwarderDaemon(config_from_dict({"listen": {}}))

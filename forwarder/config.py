@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from forwarder.face.link_settings import ShaperConfig
 from icn.errors import ConfigError
-from icn.name import from_uri
+from icn.wire.name import from_uri
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 

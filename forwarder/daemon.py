@@ -36,7 +36,7 @@ from forwarder.mgmt.rib import ORIGIN_STATIC, ROUTE_CHILD_INHERIT, Rib, Route
 from forwarder.table.limits import TableLimits
 from icn.errors import ConfigError, FaceError
 from icn.log import setup_logging
-from icn.name import from_uri
+from icn.wire.name import from_uri
 
 log = logging.getLogger("forwarder")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
-from icn.lp import LpView
+from icn.wire.lp import LpView
 
 # One counter bag per daemon, shared by every table, pipeline and face; keys are
 # "<component>.<event>", e.g. "pit.refused_full", "fw.drop_hop_limit", "face.malformed".

@@ -17,16 +17,23 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from icn import tlv_types as T
-from icn.encode import DataTemplate, make_data, make_interest
+from icn.dataplane.mgmt_client import command_name
 from icn.errors import DecodeError
-from icn.fragment import Fragmenter
-from icn.lp import encode_lp, encode_nack
-from icn.mgmt_client import command_name
-from icn.name import from_uri, generic, reflexive_component, segment
-from icn.signed_interest import make_signed_interest
-from icn.signer import DIGEST_SHA256
-from icn.tlv import encode_nni_tlv, encode_tlv, encode_varnum, frame_length, read_tl, read_varnum
+from icn.security.signed_interest import make_signed_interest
+from icn.wire import tlv_types as T
+from icn.wire.encode import DataTemplate, make_data, make_interest
+from icn.wire.fragment import Fragmenter
+from icn.wire.lp import encode_lp, encode_nack
+from icn.wire.name import from_uri, generic, reflexive_component, segment
+from icn.wire.signer import DIGEST_SHA256
+from icn.wire.tlv import (
+    encode_nni_tlv,
+    encode_tlv,
+    encode_varnum,
+    frame_length,
+    read_tl,
+    read_varnum,
+)
 
 Node = tuple[int, "bytes | list[Node]"]
 # Types whose value is itself a sequence of TLVs worth mutating inside.

@@ -40,7 +40,7 @@ from apps.scenario.entry import (
 )
 from forwarder.config import ForwarderConfig, load_config
 from forwarder.daemon import ForwarderDaemon
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 from icn.errors import ConfigError
 from icn.log import setup_logging
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from apps.loop import run_loop
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 
 READY_MARK = "icn-scenario: ready"  # followed by the service's name
 FLUSH_EVERY = 0.5

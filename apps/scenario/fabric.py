@@ -15,8 +15,8 @@ from typing import Any
 from apps.scenario.backend import Backend
 from apps.scenario.routing import RouteTable, route_diff
 from apps.scenario.schema import LinkSpec, Scenario
-from icn import mgmt_client
-from icn.endpoint import Endpoint
+from icn.dataplane import mgmt_client
+from icn.dataplane.endpoint import Endpoint
 from icn.errors import CommandFailed, IcnError
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from typing import Any
 from apps.procs import Child
 from apps.scenario.fabric import Fabric
 from forwarder.daemon import COUNTERS_TAG
-from icn import mgmt_client
+from icn.dataplane import mgmt_client
 from icn.errors import IcnError
 
 SAMPLE_TIMEOUT = 2.0

@@ -23,8 +23,8 @@ from pydantic import (
 )
 
 from icn.errors import ConfigError
-from icn.name import from_uri
 from icn.units import parse_duration, parse_probability, parse_rate
+from icn.wire.name import from_uri
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Probability = Annotated[float, BeforeValidator(parse_probability)]

@@ -23,7 +23,7 @@ from compute.collective.names import JobNames
 from compute.collective.plan import Plan
 from compute.collective.publisher import ChunkPublisher, Key
 from compute.collective.wire import encode_error
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 from icn.errors import InterestNack, InterestTimeout
 
 log = logging.getLogger(__name__)

@@ -17,12 +17,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from compute.collective.errors import CollectiveError
+from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.fetcher import FetchPolicy, fetch, fetch_all
-from icn.endpoint import Endpoint
+from icn.dataplane.segments import data_content
 from icn.errors import InterestTimeout
-from icn.name import to_uri
-from icn.packet import DataView
-from icn.segments import data_content
+from icn.wire.name import to_uri
+from icn.wire.packet import DataView
 
 
 def chunk_policy(lifetime_ms: int, left: float, window: int, nack_gives_up: bool) -> FetchPolicy:

@@ -12,7 +12,7 @@ Round, step and chunk are decimal generic components, so names read well in logs
 from __future__ import annotations
 
 from icn.errors import ConfigError
-from icn.name import components_after, from_uri, generic, to_uri
+from icn.wire.name import components_after, from_uri, generic, to_uri
 
 WORKER, SUM, AGG, RING = "w", "sum", "agg", "ring"
 

@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Callable
 
 from compute.collective.names import JobNames
+from icn.dataplane.endpoint import Endpoint, Reply
 from icn.dataplane.holding import HoldingTable
-from icn.endpoint import Endpoint, Reply
-from icn.packet import InterestView
+from icn.wire.packet import InterestView
 
 Key = tuple[int, ...]
 MAX_WAITING = 65536  # reply paths waiting for chunks not produced yet, over all keys

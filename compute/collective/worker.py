@@ -24,8 +24,8 @@ from compute.collective.ops import check_op, finish
 from compute.collective.plan import Plan
 from compute.collective.publisher import ChunkPublisher
 from compute.collective.wire import Layout, encode_chunk
-from icn import tlv_types as T
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
+from icn.wire import tlv_types as T
 
 # A chunk fits one packet on any path (8800 bytes with name, header and signature); on faces
 # that stay on the host (Unix sockets, in-memory) pass a larger chunk_bytes, e.g. LOCAL_CHUNK.

@@ -28,16 +28,16 @@ from compute.rmi.wire import (
     pack_args,
     split_service_name,
 )
-from icn.endpoint import Endpoint, Verifier
+from icn.dataplane.endpoint import Endpoint, Verifier
+from icn.dataplane.publish import SegmentedObject
+from icn.dataplane.segments import data_content
 from icn.errors import InterestNack, InterestTimeout, SecurityError
-from icn.keys import Identity, verify_data
-from icn.name import component_ends, components, from_uri, to_uri
-from icn.packet import InterestView
-from icn.publish import SegmentedObject
-from icn.reflexive import new_rnp, reflexive_key, trigger_name
-from icn.secretbox import CallKey, EphemeralKey, derive_key
-from icn.segments import data_content
-from icn.serialize import unpack
+from icn.security.keys import Identity, verify_data
+from icn.security.secretbox import CallKey, EphemeralKey, derive_key
+from icn.wire.name import component_ends, components, from_uri, to_uri
+from icn.wire.packet import InterestView
+from icn.wire.reflexive import new_rnp, reflexive_key, trigger_name
+from icn.wire.serialize import unpack
 
 Progress = Callable[[str, float, float], None]  # (state, elapsed s, eta s)
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from compute.rmi.errors import BadArguments, Unauthorized
 from compute.rmi.policy import Caller
-from icn.encode import make_data
+from icn.dataplane.segments import data_content
 from icn.errors import DecodeError, SecurityError
-from icn.keys import Identity, verify_data
-from icn.packet import DataView
-from icn.segments import data_content
-from icn.serialize import pack, unpack
+from icn.security.keys import Identity, verify_data
+from icn.wire.encode import make_data
+from icn.wire.packet import DataView
+from icn.wire.serialize import pack, unpack
 
 # How far the credential's timestamp may be from the server's clock (hosts' clocks drift).
 MAX_CLOCK_SKEW = 300.0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icn.errors import ConfigError
-from icn.keys import AuthorizedKeys, fingerprint_of
+from icn.security.keys import AuthorizedKeys, fingerprint_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ def allow_keys(fingerprints: Iterable[str]) -> Policy:
 
 
 def from_file(path: str | Path) -> Policy:
-    """Callers listed in an authorized-keys file (:class:`icn.keys.AuthorizedKeys` format:
+    """Callers listed in an authorized-keys file (:class:`icn.security.keys.AuthorizedKeys` format:
     fingerprints or public keys, one per line, ``#`` comments)."""
     keys = AuthorizedKeys.load(path)
 

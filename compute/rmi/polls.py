@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from icn.dataplane.holding import HoldingTable
-from icn.packet import InterestView
+from icn.wire.packet import InterestView
 
 P = TypeVar("P", bound=Hashable)
 MAX_HELD_POLLS = 65536

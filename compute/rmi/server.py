@@ -48,16 +48,16 @@ from compute.rmi.wire import (
     thunk_name,
     unpack_args,
 )
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.publish import SegmentedObject
+from icn.dataplane.segments import fetch_segments
 from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, SecurityError
-from icn.keys import Identity
-from icn.name import NameLike, as_name, generic, to_uri
-from icn.packet import InterestView
-from icn.publish import SegmentedObject
-from icn.reflexive import LIFETIME_EXTENSION
-from icn.secretbox import CallKey, EphemeralKey, derive_key
-from icn.segments import fetch_segments
-from icn.serialize import pack
+from icn.security.keys import Identity
+from icn.security.secretbox import CallKey, EphemeralKey, derive_key
+from icn.wire.name import NameLike, as_name, generic, to_uri
+from icn.wire.packet import InterestView
+from icn.wire.reflexive import LIFETIME_EXTENSION
+from icn.wire.serialize import pack
 
 log = logging.getLogger(__name__)
 Reply = Callable[[bytes], None]

@@ -20,9 +20,9 @@ from typing import Any
 
 from compute.rmi.errors import BY_KIND, ProtocolError, RemoteError, RmiError
 from icn.errors import DecodeError
-from icn.name import components_after, generic
-from icn.serialize import pack, unpack
-from icn.tlv import read_tl
+from icn.wire.name import components_after, generic
+from icn.wire.serialize import pack, unpack
+from icn.wire.tlv import read_tl
 
 VERSION = 1
 # HKDF info for a private call's key: both sides must derive with the same

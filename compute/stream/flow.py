@@ -12,7 +12,7 @@ from pathlib import Path
 from compute.stream.errors import StreamError
 from compute.stream.graph import SINKS, Graph, StreamId
 from compute.stream.instance import Instance
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 
 
 class FlowRun:

@@ -23,13 +23,13 @@ from functools import partial
 from compute.stream.batch import NO_WATERMARK, Batch, decode_batch
 from compute.stream.errors import StreamError
 from compute.stream.names import FlowNames
+from icn.dataplane.endpoint import Endpoint, PendingInterest
 from icn.dataplane.fetcher import Fetcher, FetchPolicy, fetch
 from icn.dataplane.rtt import RttOptions
-from icn.endpoint import Endpoint, PendingInterest
+from icn.dataplane.segments import data_content
 from icn.errors import IcnError, InterestNack, InterestTimeout, TooManyPending
-from icn.name import to_uri
-from icn.packet import DataView
-from icn.segments import data_content
+from icn.wire.name import to_uri
+from icn.wire.packet import DataView
 
 log = logging.getLogger(__name__)
 

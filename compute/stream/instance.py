@@ -38,7 +38,7 @@ from compute.stream.outbox import Outbox
 from compute.stream.sinks import Sink, make_sink
 from compute.stream.sourcelog import SourceLog
 from compute.stream.sources import Source, make_source
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 REPORT_EVERY = 0.05  # seconds between progress reports to producers (when there is progress)

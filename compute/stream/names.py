@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from icn import tlv_types as T
 from icn.errors import DecodeError
-from icn.name import components_after, from_uri, generic, sequence_num
-from icn.tlv import read_nni, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.name import components_after, from_uri, generic, sequence_num
+from icn.wire.tlv import read_nni, read_tl
 
 ACK = generic("ack")
 

@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Callable
 
 from compute.stream.names import Ack, FlowNames
+from icn.dataplane.endpoint import Endpoint, Reply
 from icn.dataplane.holding import HoldingTable
-from icn.endpoint import Endpoint, Reply
-from icn.packet import InterestView
+from icn.wire.packet import InterestView
 
 MAX_WAITING = 65536  # reply paths waiting for batches not produced yet
 HOLD_AHEAD = 4096  # ... for batches at most this far past the newest one

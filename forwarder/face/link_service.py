@@ -2,7 +2,7 @@
 
 Incoming, each link packet is a bare Interest/Data or an LpPacket.  An LpPacket is unwrapped,
 reassembled if fragmented, and handed to the sink with its header (PitToken, CongestionMark,
-NextHopFaceId, CachePolicy) as an :class:`~icn.lp.LpView`; a Nack LpPacket becomes
+NextHopFaceId, CachePolicy) as an :class:`~icn.wire.lp.LpView`; a Nack LpPacket becomes
 ``receive_nack``.  Everything malformed is dropped and counted ("face.<reason>"): bad input from
 the network never raises into the event loop.
 
@@ -36,11 +36,11 @@ import time
 from collections.abc import Callable
 
 from forwarder.face_api import Counters, PacketSink
-from icn import tlv_types as T
 from icn.errors import ConfigError, DecodeError, EncodeError
-from icn.fragment import Fragmenter, Reassembler
-from icn.lp import LpView, encode_lp, parse_lp
-from icn.tlv import read_tl
+from icn.wire import tlv_types as T
+from icn.wire.fragment import Fragmenter, Reassembler
+from icn.wire.lp import LpView, encode_lp, parse_lp
+from icn.wire.tlv import read_tl
 
 log = logging.getLogger(__name__)
 

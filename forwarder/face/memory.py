@@ -16,7 +16,7 @@ from typing import Any
 
 from forwarder.face.transport import Transport
 from forwarder.face_api import Counters
-from icn import tlv_types as T
+from icn.wire import tlv_types as T
 
 # Bytes in flight towards one end, as a Unix face's send queue: an in-memory face is local, so
 # it carries packets up to MAX_LOCAL_PACKET_SIZE (there is no other size limit) and holds four.

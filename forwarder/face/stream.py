@@ -1,7 +1,7 @@
 """TCP and Unix stream transports and listeners.
 
 Framing is NDN's: back-to-back TLVs with no extra header (what NFD and python-ndn speak), cut
-by :class:`icn.framer.TlvFramer`; the socket reads straight into its buffer (asyncio's
+by :class:`icn.wire.framer.TlvFramer`; the socket reads straight into its buffer (asyncio's
 BufferedProtocol), a large packet into a buffer of its own.  Each
 connection gets its own transport and face, so a peer that sends a bad TLV header, a TLV type
 other than Interest/Data/LpPacket, or a frame larger than any packet we accept loses only its
@@ -31,9 +31,9 @@ from forwarder.face.face import Face
 from forwarder.face.transport import Transport
 from forwarder.face.uri import FaceUri, format_ip_uri, is_loopback, parse_face_uri
 from forwarder.face_api import Counters
-from icn import tlv_types as T
 from icn.errors import FaceError
-from icn.framer import TlvFramer
+from icn.wire import tlv_types as T
+from icn.wire.framer import TlvFramer
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from forwarder.face_api import Counters
-from icn import tlv_types as T
+from icn.wire import tlv_types as T
 
 
 def _ignore(_wire: bytes) -> None:

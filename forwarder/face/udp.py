@@ -22,8 +22,8 @@ from forwarder.face.face import Face
 from forwarder.face.transport import Transport
 from forwarder.face.uri import FaceUri, format_ip_uri, is_loopback, parse_face_uri
 from forwarder.face_api import Counters
-from icn import tlv_types as T
 from icn.errors import FaceError
+from icn.wire import tlv_types as T
 
 log = logging.getLogger(__name__)
 

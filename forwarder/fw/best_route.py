@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
 from forwarder.fw.strategy import InterestContext, Strategy
-from icn import tlv_types as T
+from icn.wire import tlv_types as T
 
 if TYPE_CHECKING:
     from forwarder.face_api import FaceLike

@@ -11,11 +11,11 @@ from __future__ import annotations
 from forwarder.fw.forwarder_base import LOCALHOST
 from forwarder.fw.reflexive import ReflexivePipeline
 from forwarder.table.pit import PitEntry
-from icn import tlv_types as T
 from icn.errors import DecodeError
-from icn.lp import LpView
-from icn.packet import parse_data
-from icn.reflexive import REFLEXIVE_FIRST_OCTET
+from icn.wire import tlv_types as T
+from icn.wire.lp import LpView
+from icn.wire.packet import parse_data
+from icn.wire.reflexive import REFLEXIVE_FIRST_OCTET
 
 
 class DataPipeline(ReflexivePipeline):

@@ -22,7 +22,7 @@ from forwarder.table.limits import TableLimits
 from forwarder.table.pit import Pit, PitEntry
 from forwarder.table.reflexive import ReflexiveTable
 from forwarder.table.strategy_choice import StrategyChoice
-from icn import tlv_types as T
+from icn.wire import tlv_types as T
 
 # First name components that scope a packet (protocols.md §3.8), as TLV bytes: a name value
 # starts with its first component's TLV, so a startswith() on the name is the scope test.

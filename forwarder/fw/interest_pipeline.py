@@ -13,10 +13,10 @@ from os import urandom
 from forwarder.fw.forwarder_base import LOCALHOP, LOCALHOST
 from forwarder.fw.reflexive import ReflexivePipeline
 from forwarder.fw.strategy import InterestContext
-from icn import tlv_types as T
 from icn.errors import DecodeError
-from icn.lp import LpView
-from icn.packet import parse_interest
+from icn.wire import tlv_types as T
+from icn.wire.lp import LpView
+from icn.wire.packet import parse_interest
 
 COMP_REFLEXIVE = T.COMP_REFLEXIVE
 

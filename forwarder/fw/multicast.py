@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
 from forwarder.fw.strategy import InterestContext, Strategy
-from icn import tlv_types as T
+from icn.wire import tlv_types as T
 
 if TYPE_CHECKING:
     from forwarder.fw.forwarder_base import ForwarderBase

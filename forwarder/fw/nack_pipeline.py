@@ -9,10 +9,10 @@ strategy's choice (wait for other upstreams, or Nack the downstreams).
 from __future__ import annotations
 
 from forwarder.fw.forwarder_base import ForwarderBase
-from icn import tlv_types as T
 from icn.errors import DecodeError
-from icn.lp import LpView
-from icn.packet import parse_interest
+from icn.wire import tlv_types as T
+from icn.wire.lp import LpView
+from icn.wire.packet import parse_interest
 
 _KNOWN_REASONS = frozenset((T.NACK_CONGESTION, T.NACK_DUPLICATE, T.NACK_NO_ROUTE))
 

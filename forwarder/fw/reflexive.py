@@ -14,9 +14,9 @@ from __future__ import annotations
 from forwarder.fw.forwarder_base import ForwarderBase
 from forwarder.fw.strategy import InterestContext
 from forwarder.table.pit import PitEntry
-from icn import tlv_types as T
-from icn.packet import DataView
-from icn.reflexive import LIFETIME_EXTENSION
+from icn.wire import tlv_types as T
+from icn.wire.packet import DataView
+from icn.wire.reflexive import LIFETIME_EXTENSION
 
 
 class ReflexivePipeline(ForwarderBase):

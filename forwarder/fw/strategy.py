@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from icn import tlv_types as T
+from icn.wire import tlv_types as T
 
 if TYPE_CHECKING:
     from forwarder.face_api import FaceLike

@@ -19,11 +19,11 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from icn import tlv_types as T
 from icn.errors import DecodeError
-from icn.name import component_ends, generic
-from icn.packet import parse_interest
-from icn.tlv import is_critical, iter_tlvs, read_nni, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.name import component_ends, generic
+from icn.wire.packet import parse_interest
+from icn.wire.tlv import is_critical, iter_tlvs, read_nni, read_tl
 
 CONTROL_PARAMETERS = 0x68
 # The key name ndn-cxx gives DigestSha256 signatures, which carry no KeyLocator.

@@ -21,7 +21,7 @@ from forwarder.mgmt.control import (
     name_of,
 )
 from forwarder.mgmt.rib import Rib
-from icn.name import component_ends
+from icn.wire.name import component_ends
 
 
 class Managed(Protocol):

@@ -14,8 +14,8 @@ from ndn.app_support.nfd_mgmt import ControlParameters, ControlParametersValue, 
 from ndn.encoding import DecodeError as NdnDecodeError
 from ndn.encoding import Name
 
-from icn import tlv_types as T
-from icn.tlv import encode_tlv, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.tlv import encode_tlv, read_tl
 
 # NFD's status codes (protocols.md §4.4)
 OK = 200

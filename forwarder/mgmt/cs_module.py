@@ -7,7 +7,7 @@ from ndn.app_support.nfd_mgmt import ControlParametersValue, CsInfo
 from forwarder.mgmt.context import Managed, checked_prefix
 from forwarder.mgmt.control import BAD_PARAMS, ControlError, set_name
 from forwarder.mgmt.dispatcher import Dispatcher
-from icn.tlv import encode_tlv
+from icn.wire.tlv import encode_tlv
 
 CS_ENABLE_ADMIT = 1
 CS_ENABLE_SERVE = 2

@@ -15,9 +15,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from icn import tlv_types as T
-from icn.encode import make_data
-from icn.name import segment, version
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data
+from icn.wire.name import segment, version
 
 SEGMENT_SIZE = 8000  # NFD: 8800 minus room for name and signature
 DATASET_FRESHNESS_MS = 1000

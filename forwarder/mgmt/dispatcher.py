@@ -37,12 +37,12 @@ from forwarder.mgmt.control import (
     encode_response,
 )
 from forwarder.mgmt.dataset import DatasetStore, is_versioned
-from icn import tlv_types as T
-from icn.encode import make_data
 from icn.errors import DecodeError
-from icn.name import generic
-from icn.packet import InterestView
-from icn.tlv import read_tl
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data
+from icn.wire.name import generic
+from icn.wire.packet import InterestView
+from icn.wire.tlv import read_tl
 
 log = logging.getLogger(__name__)
 

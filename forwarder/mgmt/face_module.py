@@ -32,7 +32,7 @@ from forwarder.mgmt.control import (
 from forwarder.mgmt.dispatcher import Dispatcher
 from forwarder.mgmt.mgmt_face import MGMT_FACE_ID, MGMT_FACE_URI
 from icn.errors import DecodeError, FaceError
-from icn.tlv import read_tl
+from icn.wire.tlv import read_tl
 
 PERSISTENT, ON_DEMAND, PERMANENT = 0, 1, 2
 # What faces/create can make: NFD answers 406 for a well-formed URI of any other scheme.

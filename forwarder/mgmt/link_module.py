@@ -6,7 +6,7 @@ An icn extension that NFD does not have: a scenario emulates its links by shapin
 
 ``link/shape`` is a signed command like the others.  Its ControlParameters carry FaceId
 (required; 0 means the face the command came on) and the LinkShape element of
-:mod:`icn.mgmt_ext`: a JSON object with the fields of a face's ``shaper:`` config block,
+:mod:`icn.dataplane.mgmt_ext`: a JSON object with the fields of a face's ``shaper:`` config block,
 ``{"delay_ms": 10, "jitter_ms": 2, "loss": 0.05, "rate_mbps": 10, "seed": 1}``; absent fields
 are 0 (``rate_mbps``: unlimited).  Settings with no delay, jitter, loss nor rate remove shaping;
 others replace the face's shaper (packets waiting in the old one are dropped, as on a
@@ -31,8 +31,8 @@ from forwarder.mgmt.context import Managed, target_face
 from forwarder.mgmt.control import BAD_PARAMS, NOT_FOUND, ControlError
 from forwarder.mgmt.dispatcher import Dispatcher
 from forwarder.mgmt.mgmt_face import MGMT_FACE_ID
+from icn.dataplane.mgmt_ext import LinkShapeCommandParameters
 from icn.errors import ConfigError
-from icn.mgmt_ext import LinkShapeCommandParameters
 
 _FIELDS = ", ".join(ShaperConfig.model_fields)
 

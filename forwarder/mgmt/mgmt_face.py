@@ -18,11 +18,11 @@ from collections.abc import Callable
 
 from forwarder.fw.forwarder import Forwarder
 from forwarder.mgmt.dispatcher import Dispatcher
-from icn import tlv_types as T
 from icn.errors import DecodeError
-from icn.lp import LpView
-from icn.name import from_uri
-from icn.packet import parse_interest
+from icn.wire import tlv_types as T
+from icn.wire.lp import LpView
+from icn.wire.name import from_uri
+from icn.wire.packet import parse_interest
 
 MGMT_FACE_ID = 1
 MGMT_FACE_URI = "internal://"

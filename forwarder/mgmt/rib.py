@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from sortedcontainers import SortedDict
 
 from forwarder.table.fib import Fib, prefix_depth
-from icn.name import component_ends
+from icn.wire.name import component_ends
 
 ROUTE_CHILD_INHERIT = 1
 ROUTE_CAPTURE = 2

@@ -15,7 +15,7 @@ from forwarder.mgmt.context import Managed, checked_prefix
 from forwarder.mgmt.control import BAD_PARAMS, INTERNAL, NOT_FOUND, ControlError, set_name
 from forwarder.mgmt.dispatcher import Dispatcher
 from icn.errors import ConfigError
-from icn.name import from_uri
+from icn.wire.name import from_uri
 
 
 def _strategy(name: str) -> StrategyMsg:

@@ -18,8 +18,8 @@ from collections import Counter, OrderedDict
 
 from sortedcontainers import SortedList
 
-from icn import tlv_types as T
-from icn.packet import DataView, InterestView
+from icn.wire import tlv_types as T
+from icn.wire.packet import DataView, InterestView
 
 
 class _CsEntry:

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TypeVar
 
-from icn.name import component_ends
+from icn.wire.name import component_ends
 
 V = TypeVar("V")
 

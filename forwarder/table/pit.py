@@ -24,8 +24,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from forwarder.table.face_shares import FaceShares
-from icn import tlv_types as T
-from icn.packet import DataView, InterestView
+from icn.wire import tlv_types as T
+from icn.wire.packet import DataView, InterestView
 
 
 class InRecord:

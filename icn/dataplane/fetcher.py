@@ -1,4 +1,5 @@
-"""The one fetcher: keys asked for by name over an :class:`~icn.endpoint.Endpoint`, as many in
+"""The one fetcher: keys asked for by name over an :class:`~icn.dataplane.endpoint.Endpoint`, as
+many in
 flight as the flow-control core (:mod:`icn.dataplane.window`) allows.
 
 The asyncio layer only: it sends what the core says, reports to it what came back (Data, its
@@ -6,7 +7,8 @@ congestion mark, an expiry, a Nack) with the loop's time, and keeps one timer at
 core names.  What a caller wants differs by a :class:`FetchPolicy` (deadline, retries, whether
 an expiry before any later arrival is a loss, lifetime, windows, Nacks), never by a loop of its
 own.  :func:`fetch` gets one name, :func:`fetch_all` a list of names; a segmented object
-(:func:`icn.segments.fetch_segments`) and a stream of sequenced names (the stream inlet) drive a
+(:func:`icn.dataplane.segments.fetch_segments`) and a stream of sequenced names (the stream inlet)
+drive a
 :class:`Fetcher` with a source of keys that grows as they learn more.
 """
 
@@ -19,15 +21,15 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache, partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from icn import tlv_types as T
 from icn.dataplane.rtt import RttOptions
 from icn.dataplane.window import Window, WindowOptions
 from icn.errors import InterestNack, InterestTimeout, TooManyPending
-from icn.name import to_uri
-from icn.packet import DataView
+from icn.wire import tlv_types as T
+from icn.wire.name import to_uri
+from icn.wire.packet import DataView
 
 if TYPE_CHECKING:
-    from icn.endpoint import Endpoint, PendingInterest
+    from icn.dataplane.endpoint import Endpoint, PendingInterest
 
 K = TypeVar("K", bound=Hashable)
 

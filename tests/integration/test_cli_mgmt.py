@@ -19,7 +19,7 @@ import pytest
 from apps.ctl_common import EXIT_FAILED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
 from apps.procs import ProcessGroup, icn_argv
 from apps.topology import free_udp_port
-from icn.client_conf import ENV_VAR
+from icn.dataplane.client_conf import ENV_VAR
 
 HOST = "127.0.0.1"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from apps.ctl_common import EXIT_FAILED, EXIT_NACK, EXIT_TIMEOUT, EXIT_UNREACHABLE, EXIT_USAGE
 from apps.procs import icn_argv
 from apps.topology import free_udp_port
-from icn.client_conf import ENV_VAR
+from icn.dataplane.client_conf import ENV_VAR
 from tests.integration.test_cli_mgmt import err, forwarder, icn, out
 
 PAYLOAD = b"\x00\x01binary\xff\xfe payload\n"

@@ -35,12 +35,12 @@ from pathlib import Path
 import pytest
 
 from apps.procs import Child, ProcessGroup, icn_argv
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
 from icn.errors import DecodeError
-from icn.lp import parse_lp
-from icn.name import from_uri
-from icn.packet import parse_interest
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import parse_lp
+from icn.wire.name import from_uri
+from icn.wire.packet import parse_interest
 from tests.fuzz_packets import StreamFraming, WireFuzzer, exact_size_data
 
 pytestmark = [
@@ -56,7 +56,7 @@ KEEP_FRAMING = 0.97
 HOST = "127.0.0.1"
 IO_TIMEOUT = 10.0
 
-# Dropped at a face, one per link packet (link_service.py, udp.py, icn/fragment.py).
+# Dropped at a face, one per link packet (link_service.py, udp.py, icn/wire/fragment.py).
 FACE_DROPS = (
     "face.malformed",
     "face.oversize",

@@ -18,11 +18,10 @@ from ndn.encoding import parse_interest as ndn_parse_interest
 
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
-from icn import mgmt_client as mgmt
-from icn import tlv_types as T
-from icn.app_protocols import MAX_FRAME
-from icn.encode import make_data, make_interest
-from icn.endpoint import Endpoint
+from icn.dataplane import mgmt_client as mgmt
+from icn.dataplane.app_protocols import MAX_FRAME
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.segments import data_content
 from icn.errors import (
     CommandFailed,
     ForwarderUnreachable,
@@ -31,10 +30,11 @@ from icn.errors import (
     InterestTimeout,
     TooManyPending,
 )
-from icn.lp import encode_lp, encode_nack, parse_lp
-from icn.name import from_uri, implicit_digest_component, segment, version
-from icn.packet import InterestView, parse_data, parse_interest
-from icn.segments import data_content
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import encode_lp, encode_nack, parse_lp
+from icn.wire.name import from_uri, implicit_digest_component, segment, version
+from icn.wire.packet import InterestView, parse_data, parse_interest
 from tests.waiting import wait_until
 
 Reply = Callable[[bytes], None]

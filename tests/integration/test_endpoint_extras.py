@@ -14,13 +14,13 @@ from apps.inproc import attach_endpoint
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.memory import memory_pair
-from icn.encode import make_data, make_interest
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.segments import data_content
 from icn.errors import InterestCanceled, InterestTimeout, ValidationError
-from icn.name import from_uri, to_uri
-from icn.packet import DataView, InterestView, parse_interest
-from icn.reflexive import new_rnp, reflexive_key, trigger_name
-from icn.segments import data_content
+from icn.wire.encode import make_data, make_interest
+from icn.wire.name import from_uri, to_uri
+from icn.wire.packet import DataView, InterestView, parse_interest
+from icn.wire.reflexive import new_rnp, reflexive_key, trigger_name
 from tests.waiting import wait_until
 
 

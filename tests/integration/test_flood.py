@@ -29,13 +29,13 @@ from ndn.encoding import parse_data as ndn_parse_data
 
 from apps.procs import Child, ProcessGroup, icn_argv
 from apps.topology import free_udp_port
-from icn import tlv_types as T
-from icn.client_conf import ENV_VAR
-from icn.encode import make_interest
+from icn.dataplane.client_conf import ENV_VAR
 from icn.errors import DecodeError
-from icn.lp import parse_lp
-from icn.name import from_uri, generic
-from icn.packet import parse_data
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_interest
+from icn.wire.lp import parse_lp
+from icn.wire.name import from_uri, generic
+from icn.wire.packet import parse_data
 
 HOST = "127.0.0.1"
 PIT_CAP = 5_000

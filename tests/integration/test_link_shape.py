@@ -16,9 +16,9 @@ import pytest
 from apps.ctl_common import EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE
 from apps.procs import icn_argv
 from apps.topology import free_udp_port
-from icn import mgmt_client as mc
-from icn.client_conf import ENV_VAR
-from icn.endpoint import Endpoint
+from icn.dataplane import mgmt_client as mc
+from icn.dataplane.client_conf import ENV_VAR
+from icn.dataplane.endpoint import Endpoint
 from icn.errors import CommandFailed
 from tests.chaos.harness import CpuLoad
 from tests.integration.test_cli_mgmt import as_json, err, forwarder, icn, out

@@ -16,13 +16,13 @@ from apps.inproc import attach_endpoint
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.stream import MAX_FRAME_SIZE, MAX_LOCAL_FRAME_SIZE
-from icn import tlv_types as T
-from icn.encode import make_data
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.segments import data_content
 from icn.errors import InterestTimeout
-from icn.name import from_uri
-from icn.packet import InterestView
-from icn.segments import data_content
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data
+from icn.wire.name import from_uri
+from icn.wire.packet import InterestView
 from tests.integration.face.util import StreamClient, datagram_peer, wait_until
 
 MIB = 1 << 20

@@ -25,7 +25,7 @@ from apps.scenario import netns, runs
 from apps.scenario.netns import NetnsBackend
 from apps.scenario.runs import RunRecord, clean, list_namespaces, proc_start_time
 from apps.scenario.schema import Scenario
-from icn.client_conf import ENV_VAR
+from icn.dataplane.client_conf import ENV_VAR
 from icn.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(

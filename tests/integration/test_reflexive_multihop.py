@@ -19,12 +19,12 @@ import yaml
 
 from apps.procs import Child, ProcessGroup, icn_argv
 from apps.topology import free_udp_port
-from icn.encode import make_data
-from icn.endpoint import Endpoint, Reply
+from icn.dataplane.endpoint import Endpoint, Reply
+from icn.dataplane.segments import data_content
 from icn.errors import InterestTimeout
-from icn.name import from_uri, reflexive_component
-from icn.packet import InterestView
-from icn.segments import data_content
+from icn.wire.encode import make_data
+from icn.wire.name import from_uri, reflexive_component
+from icn.wire.packet import InterestView
 
 HOST = "127.0.0.1"
 N = 3

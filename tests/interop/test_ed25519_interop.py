@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from ndn.encoding import MetaInfo, Name, SignatureType, make_data, parse_data, parse_interest
 from ndn.security import Ed25519Checker, Ed25519Signer, verify_ed25519
 
-from icn import encode
-from icn import tlv_types as T
 from icn.errors import ValidationError
-from icn.keys import Identity, SignatureInfo, signature_info_of, verify_data
-from icn.name import from_uri, to_uri
-from icn.signed_interest import make_signed_interest
+from icn.security.keys import Identity, SignatureInfo, signature_info_of, verify_data
+from icn.security.signed_interest import make_signed_interest
+from icn.wire import encode
+from icn.wire import tlv_types as T
+from icn.wire.name import from_uri, to_uri
 from tests.unit.icn.test_name import SETTINGS
 
 PRIVATE = Ed25519PrivateKey.generate()

@@ -15,12 +15,12 @@ from forwarder.face.face_table import FaceTable
 from forwarder.face.memory import MemoryTransport, memory_pair
 from forwarder.fw.forwarder import Forwarder
 from forwarder.table.limits import TableLimits
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
 from icn.errors import DecodeError
-from icn.lp import parse_lp
-from icn.name import from_uri, generic
-from icn.packet import parse_interest
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import parse_lp
+from icn.wire.name import from_uri, generic
+from icn.wire.packet import parse_interest
 from tests.fuzz_packets import Mutator, seeds
 
 # Counters that mean "this packet was dropped at the face" (one per packet).

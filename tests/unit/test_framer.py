@@ -1,4 +1,4 @@
-"""The TLV stream framer (icn.framer): split writes, several packets per read, oversize,
+"""The TLV stream framer (icn.wire.framer): split writes, several packets per read, oversize,
 truncated and bad frames, large frames read into their own buffer, and the buffer's reuse."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from icn.encode import make_data, make_interest
-from icn.framer import TlvFramer
-from icn.name import from_uri
+from icn.wire.encode import make_data, make_interest
+from icn.wire.framer import TlvFramer
+from icn.wire.name import from_uri
 
 NDN_TYPES = frozenset((0x05, 0x06, 0x64))
 INTEREST = make_interest(from_uri("/a/b"), nonce=b"1234")

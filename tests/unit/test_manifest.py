@@ -1,25 +1,26 @@
-"""The manifest format (icn.manifest) and an object published with one (icn.publish)."""
+"""The manifest format (icn.security.manifest) and an object published with one
+(icn.dataplane.publish)."""
 
 from __future__ import annotations
 
 import pytest
 
-from icn.encode import make_data, make_interest
+from icn.dataplane.publish import SegmentedObject
+from icn.dataplane.segments import data_content, final_block_id, segment_number
 from icn.errors import DecodeError, ValidationError
-from icn.keys import Identity, verify_data
-from icn.manifest import (
+from icn.security.keys import Identity, verify_data
+from icn.security.manifest import (
     OBJECT_SIZE,
     SEGMENT_DIGESTS,
     Manifest,
     manifest_name,
     signed_portion_digest,
 )
-from icn.name import from_uri, segment
-from icn.packet import parse_data, parse_interest
-from icn.publish import SegmentedObject
-from icn.segments import data_content, final_block_id, segment_number
-from icn.signer import DIGEST_SHA256
-from icn.tlv import encode_nni_tlv, encode_tlv
+from icn.wire.encode import make_data, make_interest
+from icn.wire.name import from_uri, segment
+from icn.wire.packet import parse_data, parse_interest
+from icn.wire.signer import DIGEST_SHA256
+from icn.wire.tlv import encode_nni_tlv, encode_tlv
 
 PREFIX = from_uri("/obj/v1")
 

@@ -12,7 +12,7 @@ from apps.inproc import add_route, attach_endpoint, link
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.shaper import ShaperConfig
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 
 
 @dataclass

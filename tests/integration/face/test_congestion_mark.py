@@ -18,12 +18,12 @@ from forwarder.face.face import Face
 from forwarder.face.face_table import FaceTable
 from forwarder.face.link_service import DEFAULT_CONGESTION_THRESHOLD
 from forwarder.face.memory import MemoryTransport, memory_pair
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
-from icn.endpoint import Endpoint, PendingInterest
-from icn.lp import encode_lp, parse_lp
-from icn.name import from_uri, to_uri
-from icn.packet import InterestView, parse_interest
+from icn.dataplane.endpoint import Endpoint, PendingInterest
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import encode_lp, parse_lp
+from icn.wire.name import from_uri, to_uri
+from icn.wire.packet import InterestView, parse_interest
 from tests.integration.face.util import StreamClient, wait_until
 from tests.unit.face.helpers import RecordingSink
 

@@ -20,12 +20,12 @@ from ndn.transport.stream_face import UnixFace
 from forwarder.face.face_table import FaceTable
 from forwarder.face.stream import MAX_FRAME_SIZE
 from forwarder.face.uri import parse_face_uri
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
 from icn.errors import FaceError
-from icn.lp import encode_lp, encode_nack, parse_lp
-from icn.name import from_uri
-from icn.packet import parse_interest
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import encode_lp, encode_nack, parse_lp
+from icn.wire.name import from_uri
+from icn.wire.packet import parse_interest
 from tests.integration.face.util import StreamClient, wait_until
 from tests.unit.face.helpers import RecordingSink
 

@@ -13,10 +13,10 @@ import pytest
 from forwarder.face.face_table import FaceTable
 from forwarder.face.udp import UdpListener
 from forwarder.face.uri import parse_face_uri
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
-from icn.lp import encode_lp
-from icn.name import from_uri
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import encode_lp
+from icn.wire.name import from_uri
 from tests.integration.face.util import DatagramPeer, datagram_peer, wait_until
 from tests.unit.face.helpers import RecordingSink
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from icn.tlv import frame_length
+from icn.wire.tlv import frame_length
 from tests.waiting import wait_until
 
 __all__ = ["DatagramPeer", "StreamClient", "datagram_peer", "wait_until"]

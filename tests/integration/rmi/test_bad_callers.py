@@ -10,14 +10,14 @@ from apps.inproc import attach_endpoint
 from compute.rmi import BadArguments, Unauthorized
 from compute.rmi.credential import build_credential
 from compute.rmi.wire import open_envelope, pack_args
-from icn.encode import make_data, make_interest
-from icn.endpoint import Endpoint
-from icn.keys import Identity
-from icn.name import from_uri
-from icn.packet import InterestView
-from icn.publish import SegmentedObject
-from icn.reflexive import new_rnp, reflexive_key, trigger_name
-from icn.segments import data_content
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.publish import SegmentedObject
+from icn.dataplane.segments import data_content
+from icn.security.keys import Identity
+from icn.wire.encode import make_data, make_interest
+from icn.wire.name import from_uri
+from icn.wire.packet import InterestView
+from icn.wire.reflexive import new_rnp, reflexive_key, trigger_name
 from tests.integration.rmi import funcs
 from tests.integration.rmi.conftest import Line
 

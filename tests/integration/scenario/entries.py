@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from apps.scenario.entry import ServiceContext
-from icn.encode import DataTemplate
-from icn.name import from_uri
-from icn.packet import InterestView
+from icn.wire.encode import DataTemplate
+from icn.wire.name import from_uri
+from icn.wire.packet import InterestView
 
 
 async def counting_producer(ctx: ServiceContext) -> None:

@@ -24,7 +24,7 @@ from compute.stream.graph import parse_graph
 from compute.stream.mqtt_io import MqttSink, MqttSource
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 from tests.chaos.harness import CpuLoad
 from tests.waiting import wait_until
 

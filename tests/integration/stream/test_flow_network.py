@@ -12,7 +12,7 @@ from typing import Any
 from apps.inproc import attach_endpoint
 from compute.stream.flow import FlowRun
 from compute.stream.graph import parse_graph
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 from tests.integration.collective.net import Net
 from tests.integration.stream.funcs import expected, window_means
 

@@ -13,7 +13,7 @@ from compute.stream.flow import FlowRun
 from compute.stream.graph import parse_graph
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
-from icn.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint
 from tests.waiting import wait_until
 
 

@@ -15,7 +15,7 @@ from compute.collective.plan import Plan
 from compute.collective.ring import ring_reference, segment_bounds
 from compute.collective.wire import Layout, encode_chunk, encode_error
 from icn.errors import ConfigError, DecodeError
-from icn.name import from_uri, to_uri
+from icn.wire.name import from_uri, to_uri
 
 # ---- names ---------------------------------------------------------------------------------
 

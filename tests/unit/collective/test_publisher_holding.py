@@ -9,8 +9,8 @@ from typing import Any
 
 from compute.collective.names import JobNames
 from compute.collective.publisher import ChunkPublisher, Key
-from icn.encode import make_interest
-from icn.packet import InterestView, parse_interest
+from icn.wire.encode import make_interest
+from icn.wire.packet import InterestView, parse_interest
 
 PREFIX = JobNames("/ar").worker_prefix("w0")
 

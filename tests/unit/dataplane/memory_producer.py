@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from icn.encode import make_data
-from icn.endpoint import Endpoint
-from icn.lp import encode_lp
-from icn.packet import InterestView, parse_interest
+from icn.dataplane.endpoint import Endpoint
+from icn.wire.encode import make_data
+from icn.wire.lp import encode_lp
+from icn.wire.packet import InterestView, parse_interest
 
 Answer = Callable[[InterestView], bytes | None]
 

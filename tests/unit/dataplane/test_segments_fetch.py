@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from icn.encode import make_data
-from icn.name import from_uri, segment
-from icn.packet import InterestView
-from icn.segments import fetch_segments, split_segment
+from icn.dataplane.segments import fetch_segments, split_segment
+from icn.wire.encode import make_data
+from icn.wire.name import from_uri, segment
+from icn.wire.packet import InterestView
 from tests.unit.dataplane.memory_producer import Answer, endpoint
 
 PREFIX = from_uri("/obj")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from icn.lp import LpView
+from icn.wire.lp import LpView
 
 
 class RecordingSink:

@@ -15,11 +15,11 @@ from forwarder.face.link_service import DEFAULT_CONGESTION_THRESHOLD, LinkServic
 from forwarder.face.memory import memory_pair
 from forwarder.face.transport import Transport
 from forwarder.face.udp import UdpTransport, _UdpSocket
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
 from icn.errors import ConfigError
-from icn.lp import parse_lp
-from icn.name import from_uri
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import parse_lp
+from icn.wire.name import from_uri
 from tests.unit.face.helpers import FakeClock, ManualSoon, RecordingSink
 
 INTEREST = make_interest(from_uri("/c/i"), nonce=b"\x01\x02\x03\x04", lifetime=1000)

@@ -10,9 +10,9 @@ from forwarder.face.face import Face
 from forwarder.face.face_table import FIRST_FACE_ID, FaceTable
 from forwarder.face.memory import memory_pair
 from forwarder.face_api import FaceLike
-from icn.encode import make_interest
 from icn.errors import FaceError
-from icn.name import from_uri
+from icn.wire.encode import make_interest
+from icn.wire.name import from_uri
 from tests.unit.face.helpers import ManualSoon, RecordingSink
 
 

@@ -10,11 +10,11 @@ import pytest
 from forwarder.face.face import Face
 from forwarder.face.link_service import LinkService
 from forwarder.face.memory import memory_pair
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
-from icn.lp import encode_lp, parse_lp
-from icn.name import from_uri
-from icn.tlv import encode_tlv
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import encode_lp, parse_lp
+from icn.wire.name import from_uri
+from icn.wire.tlv import encode_tlv
 from tests.unit.face.helpers import ManualSoon, RecordingSink
 
 INTEREST = make_interest(from_uri("/ndn/test"), nonce=b"\x01\x02\x03\x04", lifetime=1000)

@@ -7,8 +7,8 @@ from collections import Counter
 
 from forwarder.face.face import Face
 from forwarder.face.memory import memory_pair
-from icn.encode import make_interest
-from icn.name import from_uri
+from icn.wire.encode import make_interest
+from icn.wire.name import from_uri
 from tests.unit.face.helpers import ManualSoon, RecordingSink
 
 INTEREST = make_interest(from_uri("/m"), nonce=b"abcd")

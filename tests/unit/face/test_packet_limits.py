@@ -9,9 +9,9 @@ from collections import Counter
 from forwarder.face.face import Face
 from forwarder.face.memory import memory_pair
 from forwarder.face.transport import Transport
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
-from icn.name import from_uri
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.name import from_uri
 from tests.unit.face.helpers import ManualSoon, RecordingSink
 
 NAME = from_uri("/limit/x")

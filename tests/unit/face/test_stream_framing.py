@@ -7,9 +7,9 @@ from typing import Any
 
 from forwarder.face.face import Face
 from forwarder.face.stream import MAX_FRAME_SIZE, StreamTransport
-from icn.encode import make_data, make_interest
-from icn.lp import encode_lp
-from icn.name import from_uri
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import encode_lp
+from icn.wire.name import from_uri
 from tests.unit.face.helpers import RecordingSink
 
 INTEREST = make_interest(from_uri("/a/b"), nonce=b"1234")

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from forwarder.fw.forwarder import Forwarder
 from forwarder.table.limits import TableLimits
-from icn.encode import make_data, make_interest
-from icn.lp import LpView
-from icn.name import from_uri, reflexive_component
-from icn.packet import InterestView, parse_interest
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import LpView
+from icn.wire.name import from_uri, reflexive_component
+from icn.wire.packet import InterestView, parse_interest
 
 Sent = tuple[str, bytes, bytes | None, int | None]
 

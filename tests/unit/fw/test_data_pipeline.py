@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from icn import tlv_types as T
-from icn.encode import make_interest
-from icn.name import from_uri, implicit_digest_component
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_interest
+from icn.wire.name import from_uri, implicit_digest_component
 
 from .fakes import Net, data, interest, nonce
 

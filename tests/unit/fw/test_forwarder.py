@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from icn.name import from_uri
+from icn.wire.name import from_uri
 
 from .fakes import Net, data, interest, nonce
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from forwarder.table.limits import TableLimits
-from icn import tlv_types as T
-from icn.encode import make_interest
-from icn.name import from_uri
-from icn.packet import parse_data, parse_interest
-from icn.tlv import encode_tlv
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_interest
+from icn.wire.name import from_uri
+from icn.wire.packet import parse_data, parse_interest
+from icn.wire.tlv import encode_tlv
 
 from .fakes import Net, data, interest, nonce
 

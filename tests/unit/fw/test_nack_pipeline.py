@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from icn import tlv_types as T
-from icn.name import from_uri
+from icn.wire import tlv_types as T
+from icn.wire.name import from_uri
 
 from .fakes import Net, interest
 

@@ -10,9 +10,9 @@ import pytest
 
 from forwarder.table.limits import TableLimits
 from forwarder.table.pit import PitEntry
-from icn import tlv_types as T
-from icn.name import reflexive_component
-from icn.packet import parse_interest
+from icn.wire import tlv_types as T
+from icn.wire.name import reflexive_component
+from icn.wire.packet import parse_interest
 
 from .fakes import Net, rdata, ri, tdata, ti
 

@@ -8,9 +8,9 @@ from forwarder.fw.best_route import BestRouteStrategy
 from forwarder.fw.multicast import MulticastStrategy
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
 from forwarder.fw.strategy_registry import canonical_name, known_names, resolve
-from icn import tlv_types as T
 from icn.errors import ConfigError
-from icn.name import from_uri
+from icn.wire import tlv_types as T
+from icn.wire.name import from_uri
 
 from .fakes import Net, interest
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from ndn.client_conf import read_client_conf
 
-from icn import client_conf as cc
+from icn.dataplane import client_conf as cc
 from icn.errors import ConfigError
 
 _SYSTEM_CONFS = [p for p in cc.CLIENT_CONF_PATHS[1:] if os.path.exists(p)]

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from icn.errors import DecodeError
-from icn.fragment import Reassembler
-from icn.lp import parse_lp
-from icn.name import component_ends
-from icn.packet import parse_data, parse_interest
+from icn.wire.fragment import Reassembler
+from icn.wire.lp import parse_lp
+from icn.wire.name import component_ends
+from icn.wire.packet import parse_data, parse_interest
 from tests.fuzz_packets import Mutator, seeds
 
 SEED = 0x1C0DEC

@@ -1,4 +1,5 @@
-"""Two codecs, one truth: the lean codec (icn.packet, icn.encode) and python-ndn agree both ways.
+"""Two codecs, one truth: the lean codec (icn.wire.packet, icn.wire.encode) and python-ndn agree
+both ways.
 
 python-ndn encodes random Interests and Data, icn reads them; icn encodes, python-ndn reads.
 Every field the lean views expose is compared, as are the signatures and digests python-ndn
@@ -29,12 +30,12 @@ from ndn.encoding import (
 )
 from ndn.security import DigestSha256Signer, HmacSha256Signer
 
-from icn import encode
-from icn import tlv_types as T
-from icn.packet import InterestView
-from icn.packet import parse_data as icn_parse_data
-from icn.packet import parse_interest as icn_parse_interest
-from icn.signer import DIGEST_SHA256
+from icn.wire import encode
+from icn.wire import tlv_types as T
+from icn.wire.packet import InterestView
+from icn.wire.packet import parse_data as icn_parse_data
+from icn.wire.packet import parse_interest as icn_parse_interest
+from icn.wire.signer import DIGEST_SHA256
 from tests.unit.icn.test_name import (
     SETTINGS,
     comp,

@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 from ndn.encoding import InterestParam, make_interest
 from ndn.security import DigestSha256Signer
 
-from icn import encode
-from icn import tlv_types as T
 from icn.errors import EncodeError
-from icn.name import from_uri, generic, reflexive_component
-from icn.packet import parse_data, parse_interest
-from icn.signer import DIGEST_SHA256, signature_info_tlv
-from icn.tlv import encode_tlv
+from icn.wire import encode
+from icn.wire import tlv_types as T
+from icn.wire.name import from_uri, generic, reflexive_component
+from icn.wire.packet import parse_data, parse_interest
+from icn.wire.signer import DIGEST_SHA256, signature_info_tlv
+from icn.wire.tlv import encode_tlv
 from tests.unit.icn.test_name import SETTINGS, nonempty_component_lists
 
 NONCE = b"\x01\x02\x03\x04"

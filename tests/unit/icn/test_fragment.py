@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icn import tlv_types as T
 from icn.errors import EncodeError
-from icn.fragment import Fragmenter, Reassembler
-from icn.lp import LpView, encode_lp, parse_lp
+from icn.wire import tlv_types as T
+from icn.wire.fragment import Fragmenter, Reassembler
+from icn.wire.lp import LpView, encode_lp, parse_lp
 from tests.unit.icn.test_name import SETTINGS
 
 MASK = 2**64 - 1

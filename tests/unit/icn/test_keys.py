@@ -16,10 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from icn import tlv_types as T
-from icn.encode import DataTemplate, make_data, make_interest
 from icn.errors import ConfigError, SecurityError, ValidationError
-from icn.keys import (
+from icn.security.keys import (
     AuthorizedKeys,
     Identity,
     SignatureInfo,
@@ -28,10 +26,12 @@ from icn.keys import (
     signature_info_of,
     verify_data,
 )
-from icn.name import from_uri, generic
-from icn.packet import parse_data
-from icn.signer import DIGEST_SHA256
-from icn.tlv import encode_tlv, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.encode import DataTemplate, make_data, make_interest
+from icn.wire.name import from_uri, generic
+from icn.wire.packet import parse_data
+from icn.wire.signer import DIGEST_SHA256
+from icn.wire.tlv import encode_tlv, read_tl
 from tests.unit.icn.test_name import SETTINGS, nonempty_component_lists
 
 ALICE = Identity.generate()

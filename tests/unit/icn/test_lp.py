@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from ndn.encoding import make_network_nack, parse_lp_packet_v2, parse_network_nack
 from ndn.encoding.ndnlp_v2 import CachePolicy, LpPacket, LpPacketValue, NetworkNack
 
-from icn import tlv_types as T
 from icn.errors import DecodeError, EncodeError
-from icn.lp import LpView, encode_lp, encode_nack, parse_lp
-from icn.tlv import encode_nni_tlv, encode_tlv
+from icn.wire import tlv_types as T
+from icn.wire.lp import LpView, encode_lp, encode_nack, parse_lp
+from icn.wire.tlv import encode_nni_tlv, encode_tlv
 from tests.unit.icn.test_name import SETTINGS, nni_values
 
 INTEREST = bytes.fromhex("051b070b08036e646e080474657374210012000a04010203040c0203e8")

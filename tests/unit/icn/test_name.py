@@ -1,4 +1,5 @@
-"""Names: icn.name against python-ndn (component split, URIs, prefixes) and the byte-order claim.
+"""Names: icn.wire.name against python-ndn (component split, URIs, prefixes) and the byte-order
+claim.
 
 The hypothesis strategies here (``components``, ``names``) are shared with the other codec tests:
 they cover every component type the stack meets, so a mismatch on any of them shows up.
@@ -13,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ndn.encoding import Component, Name
 
-from icn import name as N
-from icn import tlv_types as T
 from icn.errors import ConfigError, DecodeError
-from icn.tlv import encode_nni
+from icn.wire import name as N
+from icn.wire import tlv_types as T
+from icn.wire.tlv import encode_nni
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

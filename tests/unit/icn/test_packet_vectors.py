@@ -8,11 +8,11 @@ import hashlib
 from ndn.encoding import InterestParam, MetaInfo, make_data, make_interest, make_network_nack
 from ndn.security import DigestSha256Signer
 
-from icn import encode
-from icn import tlv_types as T
-from icn.lp import encode_lp, encode_nack, parse_lp
-from icn.name import from_uri
-from icn.packet import packet_type, parse_data, parse_interest
+from icn.wire import encode
+from icn.wire import tlv_types as T
+from icn.wire.lp import encode_lp, encode_nack, parse_lp
+from icn.wire.name import from_uri
+from icn.wire.packet import packet_type, parse_data, parse_interest
 
 NDN_TEST = bytes.fromhex("08036e646e080474657374")  # /ndn/test
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from icn.errors import DecryptError, SecurityError
-from icn.secretbox import NONCE_LEN, TAG_LEN, CallKey, EphemeralKey, derive_key
+from icn.security.secretbox import NONCE_LEN, TAG_LEN, CallKey, EphemeralKey, derive_key
 from tests.unit.icn.test_name import SETTINGS
 
 SALT = b"/call/name"

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from icn.errors import DecodeError, EncodeError
-from icn.serialize import EXT_NDARRAY, EXT_NPSCALAR, pack, unpack
+from icn.wire.serialize import EXT_NDARRAY, EXT_NPSCALAR, pack, unpack
 from tests.unit.icn.test_name import SETTINGS
 
 # every plain dtype kind, in both byte orders where byte order means something
@@ -170,7 +170,7 @@ def test_deep_nesting_raises_encode_error() -> None:
 
 
 def _ext_payload(header: Any, raw: bytes = b"") -> bytes:
-    """An array extension payload as icn.serialize lays it out, with any header."""
+    """An array extension payload as icn.wire.serialize lays it out, with any header."""
     hdr: bytes = msgpack.packb(header)
     start = -(-(2 + len(hdr)) // 16) * 16
     return struct.pack(">H", len(hdr)) + hdr + bytes(start - 2 - len(hdr)) + raw

@@ -1,4 +1,5 @@
-"""Signed Interests built by icn.signed_interest, read back by python-ndn (the reference codec)
+"""Signed Interests built by icn.security.signed_interest, read back by python-ndn (the reference
+codec)
 and by our own lean reader: same name, parameters and signature fields, a digest signature that
 verifies, a ParametersSha256Digest component that matches, SignatureTimes that only increase.
 """
@@ -16,11 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ndn.encoding import parse_interest
 
-from icn import tlv_types as T
 from icn.errors import EncodeError
-from icn.name import from_uri
-from icn.packet import parse_interest as icn_parse_interest
-from icn.signed_interest import make_signed_interest, next_signature_time
+from icn.security.signed_interest import make_signed_interest, next_signature_time
+from icn.wire import tlv_types as T
+from icn.wire.name import from_uri
+from icn.wire.packet import parse_interest as icn_parse_interest
 from tests.unit.icn.test_name import (
     SETTINGS,
     nonempty_component_lists,

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from ndn.encoding import pack_uint_bytes, parse_tl_num, write_tl_num
 
 from icn.errors import DecodeError, EncodeError
-from icn.packet import parse_data, parse_interest
-from icn.tlv import (
+from icn.wire.packet import parse_data, parse_interest
+from icn.wire.tlv import (
     encode_nni,
     encode_nni_tlv,
     encode_tlv,

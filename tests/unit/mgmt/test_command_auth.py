@@ -33,10 +33,10 @@ from forwarder.mgmt.command_auth import (
     SignedCommand,
     parse_command,
 )
-from icn import tlv_types as T
 from icn.errors import DecodeError
-from icn.name import from_uri, generic
-from icn.tlv import encode_nni_tlv, encode_tlv, iter_tlvs, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.name import from_uri, generic
+from icn.wire.tlv import encode_nni_tlv, encode_tlv, iter_tlvs, read_tl
 from tests.fuzz_packets import Mutator, seeds
 
 NOW = 1_700_000_000_000

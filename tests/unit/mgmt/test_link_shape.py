@@ -16,13 +16,13 @@ from forwarder.face.face import Face
 from forwarder.face.shaper import ShaperConfig
 from forwarder.mgmt.control import ControlError, decode_params
 from forwarder.mgmt.link_module import parse_settings
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
-from icn.mgmt_client import parse_link_list
-from icn.mgmt_ext import LINK_SHAPE, LinkShapeCommandParameters, encode_link_shape
-from icn.name import from_uri, generic
-from icn.signed_interest import make_signed_interest
-from icn.tlv import encode_nni_tlv, encode_tlv
+from icn.dataplane.mgmt_client import parse_link_list
+from icn.dataplane.mgmt_ext import LINK_SHAPE, LinkShapeCommandParameters, encode_link_shape
+from icn.security.signed_interest import make_signed_interest
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.name import from_uri, generic
+from icn.wire.tlv import encode_nni_tlv, encode_tlv
 from tests.unit.mgmt.test_management import App
 from tests.waiting import wait_until
 

@@ -32,12 +32,12 @@ from ndn.encoding import Name
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.face import Face
 from forwarder.face.memory import MemoryTransport, memory_pair
-from icn import tlv_types as T
-from icn.encode import make_data, make_interest
-from icn.name import component_ends, from_uri, generic, segment, to_uri
-from icn.packet import parse_data, parse_interest
-from icn.signed_interest import make_signed_interest
-from icn.tlv import read_tl
+from icn.security.signed_interest import make_signed_interest
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.name import component_ends, from_uri, generic, segment, to_uri
+from icn.wire.packet import parse_data, parse_interest
+from icn.wire.tlv import read_tl
 from tests.waiting import wait_until
 
 

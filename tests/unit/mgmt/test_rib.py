@@ -16,7 +16,7 @@ from forwarder.mgmt.rib import (
 )
 from forwarder.table.fib import Fib
 from icn.errors import DecodeError
-from icn.name import component_ends, from_uri, is_prefix
+from icn.wire.name import component_ends, from_uri, is_prefix
 
 
 def n(uri: str) -> bytes:

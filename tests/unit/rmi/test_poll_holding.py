@@ -5,9 +5,9 @@ time)."""
 from __future__ import annotations
 
 from compute.rmi.polls import HeldPoll, PollHolding
-from icn.encode import make_interest
-from icn.name import from_uri
-from icn.packet import parse_interest
+from icn.wire.encode import make_interest
+from icn.wire.name import from_uri
+from icn.wire.packet import parse_interest
 
 MARGIN = 0.1
 

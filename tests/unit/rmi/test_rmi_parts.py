@@ -24,9 +24,9 @@ from compute.rmi.wire import (
     unpack_args,
 )
 from icn.errors import ConfigError, DecodeError
-from icn.keys import Identity
-from icn.name import from_uri, to_uri
-from icn.serialize import pack
+from icn.security.keys import Identity
+from icn.wire.name import from_uri, to_uri
+from icn.wire.serialize import pack
 
 
 def test_function_names_and_split() -> None:

@@ -11,9 +11,9 @@ from compute.rmi.functions import FunctionSpec, function, spec_of
 from compute.rmi.jobs import Job
 from compute.rmi.server import RmiServer, ServerConfig
 from compute.rmi.wire import open_envelope, thunk_name
-from icn.encode import make_interest
-from icn.name import from_uri
-from icn.packet import parse_data, parse_interest
+from icn.wire.encode import make_interest
+from icn.wire.name import from_uri
+from icn.wire.packet import parse_data, parse_interest
 
 PREFIX = from_uri("/svc")
 

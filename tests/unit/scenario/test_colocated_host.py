@@ -24,7 +24,7 @@ from apps.scenario.schema import Scenario
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.mgmt.manager import install_management
-from icn.name import from_uri, generic
+from icn.wire.name import from_uri, generic
 
 PRODUCER = "apps.workloads:producer"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from compute.stream.names import FlowNames
 from compute.stream.outbox import HOLD_AHEAD, Outbox
-from icn.encode import make_interest
-from icn.packet import InterestView, parse_interest
+from icn.wire.encode import make_interest
+from icn.wire.packet import InterestView, parse_interest
 
 STREAM = FlowNames("/f").stream("gen", 0)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from icn.encode import make_data, make_interest
-from icn.name import component_ends, from_uri, implicit_digest_component
-from icn.packet import DataView, InterestView, parse_data, parse_interest
+from icn.wire.encode import make_data, make_interest
+from icn.wire.name import component_ends, from_uri, implicit_digest_component
+from icn.wire.packet import DataView, InterestView, parse_data, parse_interest
 
 
 def interest(

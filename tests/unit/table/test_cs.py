@@ -4,9 +4,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forwarder.table.cs import ContentStore
-from icn.encode import make_data
-from icn.name import generic, implicit_digest_component
-from icn.packet import DataView, parse_data
+from icn.wire.encode import make_data
+from icn.wire.name import generic, implicit_digest_component
+from icn.wire.packet import DataView, parse_data
 from tests.unit.table.packets import data, digest_interest, interest, interest_for_name, name
 
 

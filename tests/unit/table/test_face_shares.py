@@ -9,9 +9,9 @@ import pytest
 from forwarder.table.face_shares import FaceShares
 from forwarder.table.pit import Pit
 from forwarder.table.reflexive import ReflexiveTable
-from icn.encode import make_interest
-from icn.name import from_uri, reflexive_component
-from icn.packet import parse_interest
+from icn.wire.encode import make_interest
+from icn.wire.name import from_uri, reflexive_component
+from icn.wire.packet import parse_interest
 
 
 def iv(uri: str, tail: bytes = b"") -> object:

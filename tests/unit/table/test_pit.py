@@ -2,9 +2,9 @@ import math
 from collections import Counter
 
 from forwarder.table.pit import Pit
-from icn.encode import make_data, make_interest
-from icn.name import generic
-from icn.packet import parse_data, parse_interest
+from icn.wire.encode import make_data, make_interest
+from icn.wire.name import generic
+from icn.wire.packet import parse_data, parse_interest
 from tests.unit.table.packets import data, digest_interest, interest, interest_for_name, name
 
 N1 = b"\x00\x00\x00\x01"

@@ -13,7 +13,7 @@ from forwarder.table.limits import TableLimits
 from forwarder.table.pit import Pit, PitEntry
 from forwarder.table.reflexive import ReflexiveTable
 from icn.errors import ConfigError
-from icn.name import reflexive_component
+from icn.wire.name import reflexive_component
 
 from .packets import interest_for_name, name
 

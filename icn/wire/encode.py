@@ -2,7 +2,7 @@
 
 ``make_interest`` and ``make_data`` build packets by concatenating pre-encoded parts, which costs
 a few microseconds instead of the tens that a full model encoder costs.  Names are name values
-(bytes of the Name TLV-VALUE, see :mod:`icn.name`).
+(bytes of the Name TLV-VALUE, see :mod:`icn.wire.name`).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import os
 
-from icn import tlv_types as T
 from icn.errors import DecodeError, EncodeError
-from icn.name import component_ends
-from icn.signer import DIGEST_SHA256, DigestSha256Signer, Signer
-from icn.tlv import Buffer, encode_nni, encode_nni_tlv, encode_tlv, encode_varnum
+from icn.wire import tlv_types as T
+from icn.wire.name import component_ends
+from icn.wire.signer import DIGEST_SHA256, DigestSha256Signer, Signer
+from icn.wire.tlv import Buffer, encode_nni, encode_nni_tlv, encode_tlv, encode_varnum
 
 _CBP = b"\x21\x00"
 _MBF = b"\x12\x00"

@@ -25,11 +25,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from icn import tlv_types as T
 from icn.errors import ConfigError, DecodeError, ValidationError
-from icn.name import component_ends, from_uri, generic, to_uri
-from icn.packet import parse_data
-from icn.tlv import encode_nni_tlv, encode_tlv, read_nni, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.name import component_ends, from_uri, generic, to_uri
+from icn.wire.packet import parse_data
+from icn.wire.tlv import encode_nni_tlv, encode_tlv, read_nni, read_tl
 
 KEY_NAME_PREFIX = from_uri("/icn/key")
 SHORT_FINGERPRINT_LEN = 16
@@ -181,7 +181,7 @@ class Identity:
         return self._key.sign(data)
 
     def signer(self) -> Ed25519Signer:
-        """A Signer for :func:`icn.encode.make_data`, DataTemplate and signed Interests."""
+        """A Signer for :func:`icn.wire.encode.make_data`, DataTemplate and signed Interests."""
         return Ed25519Signer(self)
 
     def __repr__(self) -> str:

@@ -17,11 +17,11 @@ import os
 import threading
 import time
 
-from icn import tlv_types as T
 from icn.errors import DecodeError, EncodeError
-from icn.name import component_ends
-from icn.signer import DIGEST_SHA256, Signer
-from icn.tlv import encode_nni_tlv, encode_tlv, encode_varnum, iter_tlvs
+from icn.wire import tlv_types as T
+from icn.wire.name import component_ends
+from icn.wire.signer import DIGEST_SHA256, Signer
+from icn.wire.tlv import encode_nni_tlv, encode_tlv, encode_varnum, iter_tlvs
 
 SIGNATURE_NONCE_SIZE = 8
 

@@ -1,6 +1,7 @@
 """Publishing a segmented object: ``<prefix>/seg=<i>`` Data answered on demand.
 
-The consumer side (:func:`icn.segments.fetch_segments`) keeps a window of Interests in flight;
+The consumer side (:func:`icn.dataplane.segments.fetch_segments`) keeps a window of Interests in
+flight;
 this side answers each from the object's bytes, building and signing a segment only when first
 asked, so a 10 MB value costs no more than the segments that are actually pulled.  The segments
 built last are kept for retransmissions, up to ``cache_bytes`` (16 MiB); an older one asked for
@@ -10,7 +11,8 @@ producer touches for the first time (its page faults cost as much as the copy). 
 carries FinalBlockId, so the first answer tells the consumer how many to ask for.
 
 With ``manifest=True`` the object is signed once: its segments carry DigestSha256 and the
-object's signer signs only a manifest of their digests (:mod:`icn.manifest`), served beside them
+object's signer signs only a manifest of their digests (:mod:`icn.security.manifest`), served
+beside them
 as ``<prefix>/32=manifest``.  Its digests are computed when the manifest is first asked for and
 kept, so a segment built later is not hashed again.
 """
@@ -20,14 +22,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from icn import tlv_types as T
-from icn.encode import make_data
-from icn.manifest import DIGEST_LEN, MANIFEST_COMPONENT, Manifest, manifest_name
-from icn.name import component_ends, segment
-from icn.packet import InterestView
-from icn.segments import segment_number
-from icn.signer import DIGEST_SHA256, DigestSha256Signer, Signer
-from icn.tlv import Buffer, read_tl
+from icn.dataplane.segments import segment_number
+from icn.security.manifest import DIGEST_LEN, MANIFEST_COMPONENT, Manifest, manifest_name
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data
+from icn.wire.name import component_ends, segment
+from icn.wire.packet import InterestView
+from icn.wire.signer import DIGEST_SHA256, DigestSha256Signer, Signer
+from icn.wire.tlv import Buffer, read_tl
 
 Reply = Callable[[bytes], None]
 
@@ -168,7 +170,8 @@ class SegmentedObject:
         return None if index is None else self.segment_wire(index)
 
     def handler(self, iv: InterestView, reply: Reply) -> None:
-        """An :class:`~icn.endpoint.Endpoint` handler serving this object; other names under
+        """An :class:`~icn.dataplane.endpoint.Endpoint` handler serving this object; other names
+        under
         the prefix get no answer (the consumer times out, as from any producer)."""
         wire = self.answer(iv)
         if wire is not None:

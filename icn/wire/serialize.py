@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from icn.errors import DecodeError, EncodeError
-from icn.tlv import Buffer
+from icn.wire.tlv import Buffer
 
 EXT_NDARRAY = 1
 EXT_NPSCALAR = 2

@@ -6,7 +6,7 @@ runs in the protocol callback: no task per packet, one ``call_later`` timer per 
 (its lifetime: asking again is the fetcher's, :mod:`icn.dataplane.fetcher`), futures for
 results.  Bad input from the forwarder is counted in ``counters`` and dropped; a broken stream
 (a TLV header that cannot be framed) closes the endpoint and cancels what is pending, since
-nothing after it can be trusted.  Names are name values (:mod:`icn.name`) or URIs.
+nothing after it can be trusted.  Names are name values (:mod:`icn.wire.name`) or URIs.
 """
 
 from __future__ import annotations
@@ -19,12 +19,17 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-import icn.mgmt_client as mgmt_client
-from icn import tlv_types as T
-from icn.app_protocols import DatagramProtocol, PacketPort, PortTransport, StreamProtocol
-from icn.client_conf import ENV_VAR, is_local_transport, parse_transport, resolve_transport
+import icn.dataplane.mgmt_client as mgmt_client
+from icn.dataplane.app_protocols import DatagramProtocol, PacketPort, PortTransport, StreamProtocol
+from icn.dataplane.client_conf import (
+    ENV_VAR,
+    is_local_transport,
+    parse_transport,
+    resolve_transport,
+)
 from icn.dataplane.fetcher import expiry_policy, fetch
-from icn.encode import make_data, make_interest
+from icn.dataplane.publish import DEFAULT_SEGMENT_SIZE, SegmentedObject
+from icn.dataplane.segments import fetch_segments
 from icn.errors import (
     DecodeError,
     EncodeError,
@@ -34,14 +39,14 @@ from icn.errors import (
     InterestTimeout,
     TooManyPending,
 )
-from icn.lp import encode_lp, parse_lp
-from icn.name import NameLike, as_name, component_ends, to_uri
-from icn.packet import DataView, InterestView, parse_data, parse_interest
-from icn.publish import DEFAULT_SEGMENT_SIZE, SegmentedObject
-from icn.reflexive import LIFETIME_EXTENSION, reflexive_key, ri_key, trigger_key
-from icn.segments import fetch_segments
-from icn.signed_interest import make_signed_interest
-from icn.signer import DIGEST_SHA256, Signer
+from icn.security.signed_interest import make_signed_interest
+from icn.wire import tlv_types as T
+from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import encode_lp, parse_lp
+from icn.wire.name import NameLike, as_name, component_ends, to_uri
+from icn.wire.packet import DataView, InterestView, parse_data, parse_interest
+from icn.wire.reflexive import LIFETIME_EXTENSION, reflexive_key, ri_key, trigger_key
+from icn.wire.signer import DIGEST_SHA256, Signer
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +331,8 @@ class Endpoint:
             rec.future.cancel()
 
     async def fetch_segments(self, name: NameLike, **options: Any) -> bytes:
-        """Fetch and reassemble a segmented object: see :func:`icn.segments.fetch_segments`."""
+        """Fetch and reassemble a segmented object: see
+        :func:`icn.dataplane.segments.fetch_segments`."""
         return await fetch_segments(self, as_name(name), **options)
 
     def _transmit(self, rec: PendingInterest) -> None:
@@ -487,7 +493,7 @@ class Endpoint:
     ) -> SegmentedObject:
         """Serve ``content`` as segments ``<prefix>/seg=<i>``, each built and signed (with
         ``signer``) when first asked for; with ``manifest``, signed once instead (segments by
-        DigestSha256, a manifest of their digests by ``signer``: :mod:`icn.manifest`).
+        DigestSha256, a manifest of their digests by ``signer``: :mod:`icn.security.manifest`).
         ``register=False`` adds the handler without a route (under a reflexive segment, or a
         prefix already routed here).  Withdraw with :meth:`unpublish`."""
         value = as_name(prefix)

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from icn.errors import DecryptError, SecurityError
-from icn.tlv import Buffer
+from icn.wire.tlv import Buffer
 
 KEY_LEN = 32
 PUBLIC_KEY_LEN = 32

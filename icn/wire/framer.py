@@ -21,7 +21,7 @@ may outlive one packet it cannot hold; a forwarder closes the face).
 from __future__ import annotations
 
 from icn.errors import DecodeError
-from icn.tlv import frame_length
+from icn.wire.tlv import frame_length
 
 DEFAULT_CAPACITY = 256 << 10  # the shared buffer: many small packets per read
 DEFAULT_OWN_ABOVE = 64 << 10  # larger frames are read into the large-frame buffer

@@ -12,9 +12,9 @@ import hashlib
 
 from ndn.encoding import Name as NdnName
 
-from icn import tlv_types as T
 from icn.errors import ConfigError, DecodeError, EncodeError
-from icn.tlv import Buffer, encode_nni, encode_tlv, encode_varnum, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.tlv import Buffer, encode_nni, encode_tlv, encode_varnum, read_tl
 
 DIGEST_COMPONENT_TYPES = (T.COMP_IMPLICIT_DIGEST, T.COMP_PARAMS_DIGEST)
 

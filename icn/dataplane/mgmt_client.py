@@ -29,15 +29,15 @@ from ndn.app_support.nfd_mgmt import (
 from ndn.encoding import DecodeError as NdnDecodeError
 from ndn.encoding import ModelField, NameField, RepeatedField, TlvModel
 
-from icn import tlv_types as T
+from icn.dataplane.mgmt_ext import encode_link_shape
+from icn.dataplane.segments import data_content
 from icn.errors import CommandFailed, DecodeError, EncodeError
-from icn.mgmt_ext import encode_link_shape
-from icn.name import as_name, components, generic, to_uri
-from icn.segments import data_content
-from icn.tlv import encode_tlv, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.name import as_name, components, generic, to_uri
+from icn.wire.tlv import encode_tlv, read_tl
 
 if TYPE_CHECKING:
-    from icn.endpoint import Endpoint
+    from icn.dataplane.endpoint import Endpoint
 
 COMMAND_LIFETIME_MS = 4000
 CONTROL_RESPONSE = 0x65
@@ -241,7 +241,8 @@ async def shape_face(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """Shape the send path of face ``face_id`` (0: this endpoint's own face) with the
-    ``link/shape`` command of :mod:`icn.mgmt_ext`: delay and jitter in ms, loss a probability
+    ``link/shape`` command of :mod:`icn.dataplane.mgmt_ext`: delay and jitter in ms, loss a
+    probability
     in 0..1, rate in Mbit/s (None: unlimited).  All zero removes shaping.
 
     Returns ``{"face_id": ...}`` with the settings sent.  Raises CommandFailed as

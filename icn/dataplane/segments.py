@@ -9,15 +9,15 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from icn import tlv_types as T
 from icn.dataplane.fetcher import Fetcher, FetchPolicy, fetch
 from icn.errors import DecodeError, InterestTimeout
-from icn.name import segment, to_uri
-from icn.packet import DataView
-from icn.tlv import read_nni, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.name import segment, to_uri
+from icn.wire.packet import DataView
+from icn.wire.tlv import read_nni, read_tl
 
 if TYPE_CHECKING:
-    from icn.endpoint import Endpoint
+    from icn.dataplane.endpoint import Endpoint
 
 
 async def fetch_segments(

@@ -15,8 +15,8 @@ from collections import Counter
 from typing import Any
 
 from icn.errors import EncodeError
-from icn.lp import LpView, encode_lp
-from icn.tlv import encode_nni, encode_varnum, read_tl
+from icn.wire.lp import LpView, encode_lp
+from icn.wire.tlv import encode_nni, encode_varnum, read_tl
 
 _SEQ_MASK = (1 << 64) - 1
 # Fields the Fragmenter owns; a caller passing them would break the Sequence/FragIndex rules.
@@ -67,7 +67,7 @@ class Fragmenter:
     def fragment(self, packet: bytes, **lp_fields: Any) -> list[bytes]:
         """LpPackets (or the bare packet) carrying ``packet``, each at most ``mtu`` bytes.
 
-        ``lp_fields`` are keyword arguments of :func:`icn.lp.encode_lp`; they go on fragment 0.
+        ``lp_fields`` are keyword arguments of :func:`icn.wire.lp.encode_lp`; they go on fragment 0.
         """
         if not packet:
             raise EncodeError("cannot fragment an empty packet")

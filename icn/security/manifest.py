@@ -26,11 +26,11 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from icn import tlv_types as T
 from icn.errors import DecodeError, ValidationError
-from icn.name import segment
-from icn.packet import DataView
-from icn.tlv import encode_nni_tlv, encode_tlv, is_critical, read_nni, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.name import segment
+from icn.wire.packet import DataView
+from icn.wire.tlv import encode_nni_tlv, encode_tlv, is_critical, read_nni, read_tl
 
 OBJECT_SIZE = 0xD0
 SEGMENT_SIZE = 0xD2

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import secrets
 
-from icn import tlv_types as T
-from icn.name import reflexive_component
+from icn.wire import tlv_types as T
+from icn.wire.name import reflexive_component
 
 RNP_SIZE = 16
 # The first octet of a name value whose first component is a Reflexive Name Segment (type 59

@@ -8,9 +8,9 @@ any other unknown field drops the whole packet (DecodeError).
 
 from __future__ import annotations
 
-from icn import tlv_types as T
 from icn.errors import DecodeError, EncodeError
-from icn.tlv import encode_nni_tlv, encode_tlv, encode_varnum, read_nni, read_tl
+from icn.wire import tlv_types as T
+from icn.wire.tlv import encode_nni_tlv, encode_tlv, encode_varnum, read_nni, read_tl
 
 _KNOWN_FIELDS = frozenset(
     (

@@ -6,8 +6,8 @@ import hashlib
 from collections.abc import Iterable
 from typing import Protocol
 
-from icn import tlv_types as T
-from icn.tlv import Buffer, encode_nni_tlv, encode_tlv
+from icn.wire import tlv_types as T
+from icn.wire.tlv import Buffer, encode_nni_tlv, encode_tlv
 
 
 class Signer(Protocol):

@@ -1,7 +1,8 @@
-"""The asyncio protocols under an :class:`~icn.endpoint.Endpoint`: stream framing and datagrams.
+"""The asyncio protocols under an :class:`~icn.dataplane.endpoint.Endpoint`: stream framing and
+datagrams.
 
 Stream faces (Unix, TCP) carry TLVs back to back with no other header, as NFD's do, cut by the
-framer the forwarder's stream faces use (:mod:`icn.framer`); UDP carries one packet per
+framer the forwarder's stream faces use (:mod:`icn.wire.framer`); UDP carries one packet per
 datagram.  Each hands whole packets to the endpoint's receive path from the protocol callback.
 """
 
@@ -11,11 +12,11 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from icn import tlv_types as T
-from icn.framer import TlvFramer
+from icn.wire import tlv_types as T
+from icn.wire.framer import TlvFramer
 
 if TYPE_CHECKING:
-    from icn.endpoint import Endpoint
+    from icn.dataplane.endpoint import Endpoint
 
 # The largest frame a forwarder sends on a local face (a MAX_LOCAL_PACKET_SIZE packet with its
 # LP header); a longer one is skipped and counted.
@@ -23,7 +24,7 @@ MAX_FRAME = T.MAX_LOCAL_PACKET_SIZE + T.LP_HEADER_ROOM
 
 
 class StreamProtocol(asyncio.BufferedProtocol):
-    """Back-to-back TLV framing by :class:`~icn.framer.TlvFramer`, read straight into its
+    """Back-to-back TLV framing by :class:`~icn.wire.framer.TlvFramer`, read straight into its
     buffer; a frame too large for any forwarder to send is skipped and counted."""
 
     def __init__(self, ep: Endpoint) -> None:
@@ -91,7 +92,8 @@ class PacketPort(Protocol):
 
 
 class PortTransport:
-    """Lets an :class:`~icn.endpoint.Endpoint` write to a :class:`PacketPort` as it writes to a
+    """Lets an :class:`~icn.dataplane.endpoint.Endpoint` write to a :class:`PacketPort` as it
+    writes to a
     socket.  The port bounds its own queue (and counts what it drops), so no buffer here."""
 
     def __init__(self, port: PacketPort, ep: Endpoint) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 
-from icn import tlv_types as T
 from icn.errors import DecodeError
-from icn.name import component_ends
-from icn.tlv import encode_varnum, is_critical, read_nni, read_tl, read_varnum
+from icn.wire import tlv_types as T
+from icn.wire.name import component_ends
+from icn.wire.tlv import encode_varnum, is_critical, read_nni, read_tl, read_varnum
 
 # Legacy (v0.2) ForwardingHint element: Delegation := Preference Name.
 _DELEGATION = 31

@@ -18,7 +18,8 @@ last in the element, after FaceId (fields are read in order).  Being a JSON obje
 keep their units in their names, may be negative or fractional (so the forwarder, not the
 encoding, refuses a bad value and names it) and can grow without a new TLV-TYPE.
 
-This module is the codec both sides share: the client (:mod:`icn.mgmt_client`) encodes with
+This module is the codec both sides share: the client (:mod:`icn.dataplane.mgmt_client`) encodes
+with
 :class:`LinkShapeCommandParameters`, the forwarder's dispatcher decodes with it.
 """
 
