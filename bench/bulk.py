@@ -1,16 +1,14 @@
 """Bulk transfer through one forwarder over Unix sockets, against a raw relay in the same run.
 
 One object (``--size``, 256 MiB by default) goes from a producer process to a consumer process:
-  (a) ours: consumer -> ``icn fwd`` -> producer, the segmented-object fetch
-  (icn.dataplane.segments) with
-      DigestSha256 per segment (the default), then with an Ed25519 signature per segment (each
-      verified), then signed once by a manifest (one Ed25519 signature, each segment checked
-      against its listed digest);
+  (a) ours: consumer -> ``icn fwd`` -> producer, the segmented-object fetch into one buffer
+      (icn.dataplane.segments.fetch_segments_buffer: each segment's content copied once, into
+      its place, as it arrives) with DigestSha256 per segment (the default), then with an
+      Ed25519 signature per segment (each verified), then signed once by a manifest (one
+      Ed25519 signature, each segment checked against its listed digest);
   (b) raw: consumer -> a bare asyncio Unix-socket relay process -> the same producer process,
       the same bytes with no framing or tables (the ceiling);
-  (c) python-ndn's segment fetcher (one Interest at a time, DigestSha256 checked) through ours;
-  (a') a probe for the fetcher's design: case (a)'s consumer copying each segment's content into
-      one buffer as it arrives (fetch_segments keeps every segment, then joins).
+  (c) python-ndn's segment fetcher (one Interest at a time, DigestSha256 checked) through ours.
 Every fetch is a new object name (nothing comes from the content store) and is checked byte for
 byte.  Each case runs ``--repeat`` times, interleaved; medians are printed: MB/s, and CPU
 seconds per GiB summed over the three processes that moved it (producer, middle, consumer;
@@ -143,7 +141,6 @@ def main(args: argparse.Namespace) -> None:
             Case("(a) ours, Ed25519 per segment", "ours", "ed25519"),
             Case("(a) ours, one signed manifest", "ours", "manifest"),
             Case("(b) raw asyncio Unix relay", "raw"),
-            Case("(a') DigestSha256, in-place reassembly", "inplace", "digest"),
         ]
         if not args.no_pyndn:
             cases.append(Case("(c) python-ndn segment_fetcher", "pyndn", "digest"))
@@ -167,7 +164,6 @@ def main(args: argparse.Namespace) -> None:
     ours = statistics.median(cases[0].mbps)
     raw = statistics.median(cases[3].mbps)
     print(f"manifest/raw ratio: {statistics.median(cases[2].mbps) / raw:.2f}")
-    print(f"in-place/raw ratio: {statistics.median(cases[4].mbps) / raw:.2f}")
     print(f"bulk/raw ratio: {ours / raw:.2f}")
 
 

@@ -22,17 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from icn.dataplane.endpoint import Endpoint, PendingInterest
+from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.publish import SegmentedObject
-from icn.dataplane.segments import final_block_id, segment_number, split_segment
+from icn.dataplane.segments import fetch_segments_buffer
 from icn.errors import ValidationError
 from icn.security.keys import Identity, verify_data
 from icn.security.manifest import Manifest, manifest_name
-from icn.wire import tlv_types as T
-from icn.wire.name import from_uri, segment
+from icn.wire.name import from_uri
 from icn.wire.packet import DataView, InterestView
 from icn.wire.signer import DIGEST_SHA256
-from icn.wire.tlv import read_tl
 
 VARIANTS = ("digest", "ed25519", "manifest")
 
@@ -134,7 +132,7 @@ async def produce(args: argparse.Namespace) -> None:
 # ---- consumers --------------------------------------------------------------------------------
 
 
-async def consume_ours(args: argparse.Namespace) -> bytes:
+async def consume_ours(args: argparse.Namespace) -> bytes | bytearray:
     name = from_uri(args.name)
     variant = args.name.split("/")[2]
     key = Path(args.key_file).read_bytes()
@@ -154,8 +152,8 @@ async def consume_ours(args: argparse.Namespace) -> bytes:
             def check(dv: DataView) -> None:
                 manifest.check(name, dv)
 
-            return await ep.fetch_segments(
-                name, window=args.window, max_size=args.size, verify=check
+            return await fetch_segments_buffer(
+                ep, name, window=args.window, max_size=args.size, verify=check
             )
         verify = None
         if variant == "ed25519":
@@ -163,52 +161,9 @@ async def consume_ours(args: argparse.Namespace) -> bytes:
             def verify(dv: DataView) -> None:
                 verify_data(dv.wire, key)
 
-        return await ep.fetch_segments(name, window=args.window, max_size=args.size, verify=verify)
-
-
-def content_range(wire: bytes) -> tuple[int, int]:
-    """Where a Data packet's Content value lies in ``wire``."""
-    _, off, end = read_tl(wire, 0, len(wire))
-    while off < end:
-        typ, vstart, vend = read_tl(wire, off, end)
-        if typ == T.CONTENT:
-            return vstart, vend
-        off = vend
-    return 0, 0
-
-
-async def consume_in_place(args: argparse.Namespace) -> bytes | bytearray:
-    """A probe for the fetcher's design, not a fetcher: the segments' content is copied straight
-    into one buffer as each arrives, instead of being kept until a final join (fetch_segments
-    keeps a copy of every segment's content, then joins: two object-sized buffers of fresh
-    memory where the raw consumer touches one).  Same window, no retransmission policy."""
-    name = from_uri(args.name)
-    async with await Endpoint.connect(f"unix://{args.fwd}") as ep:
-        first = await ep.express(name, can_be_prefix=True, must_be_fresh=True, retries=2)
-        prefix, _ = split_segment(first.name, first.name_ends)
-        last = segment_number(final_block_id(first))
-        start, end = content_range(first.wire)
-        if last is None:
-            raise ValidationError("the first segment has no FinalBlockId")
-        step = end - start
-        out = bytearray(args.size)
-        out[:step] = memoryview(first.wire)[start:end]
-        flight: dict[asyncio.Future[DataView], tuple[int, PendingInterest]] = {}
-        nxt, left = 1, last
-        while left:
-            while len(flight) < args.window and nxt <= last:
-                rec = ep.start(prefix + segment(nxt), retries=2)
-                flight[rec.future] = (nxt, rec)
-                nxt += 1
-            done, _ = await asyncio.wait(flight, return_when=asyncio.FIRST_COMPLETED)
-            for fut in done:
-                i, rec = flight.pop(fut)
-                ep.drop(rec)
-                wire = fut.result().wire
-                start, end = content_range(wire)
-                out[i * step : i * step + end - start] = memoryview(wire)[start:end]
-                left -= 1
-        return out
+        return await fetch_segments_buffer(
+            ep, name, window=args.window, max_size=args.size, verify=verify
+        )
 
 
 class RawClient(asyncio.BufferedProtocol):
@@ -280,7 +235,7 @@ def consume(args: argparse.Namespace) -> None:
     if args.mode == "pyndn":
         got, wall, cpu = consume_pyndn(args)
     else:
-        fetch = {"ours": consume_ours, "inplace": consume_in_place, "raw": consume_raw}[args.mode]
+        fetch = {"ours": consume_ours, "raw": consume_raw}[args.mode]
 
         async def timed() -> tuple[bytes | bytearray, float, float]:
             t0, c0 = time.perf_counter(), time.process_time()
@@ -308,7 +263,7 @@ def main() -> None:
     p.add_argument("--segment", type=int, required=True)
     p.add_argument("--key-file", required=True)
     c = sub.add_parser("consume")
-    c.add_argument("--mode", choices=("ours", "inplace", "raw", "pyndn"), required=True)
+    c.add_argument("--mode", choices=("ours", "raw", "pyndn"), required=True)
     c.add_argument("--fwd", default="")
     c.add_argument("--relay", default="")
     c.add_argument("--name", default="")

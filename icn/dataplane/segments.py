@@ -41,8 +41,39 @@ async def fetch_segments(
     where the object ends.  Each segment is asked again after a loss, ``retries`` times, then
     InterestTimeout; a Nack raises InterestNack; ``timeout`` bounds the whole fetch;
     DecodeError if the reply is not a segment or exceeds ``max_size``.  ``verify`` checks every
-    segment as :meth:`express` does.
+    segment as :meth:`express` does.  :func:`fetch_segments_buffer` returns the buffer the
+    segments were written into, without this function's copy of it into ``bytes``.
     """
+    return bytes(
+        await fetch_segments_buffer(
+            ep,
+            name,
+            window=window,
+            lifetime_ms=lifetime_ms,
+            must_be_fresh=must_be_fresh,
+            retries=retries,
+            timeout=timeout,
+            max_size=max_size,
+            verify=verify,
+        )
+    )
+
+
+async def fetch_segments_buffer(
+    ep: Endpoint,
+    name: bytes,
+    *,
+    window: int = 8,
+    lifetime_ms: int = T.DEFAULT_INTEREST_LIFETIME_MS,
+    must_be_fresh: bool = True,
+    retries: int = 2,
+    timeout: float | None = None,
+    max_size: int = 256 << 20,
+    verify: Callable[[DataView], None] | None = None,
+) -> bytearray:
+    """:func:`fetch_segments`, the object returned in the one buffer each segment's content was
+    copied into as it arrived (for large objects: one object-sized buffer, one copy of each
+    byte out of its packet, no join)."""
     value = name
     policy = segment_policy(lifetime_ms, retries, window)
     try:
@@ -58,13 +89,85 @@ async def fetch_segments(
             seg_prefix, first_seg = split_segment(first.name, first.name_ends)
             if first_seg is None:
                 if first.name == value:  # a small object that is not segmented
-                    return data_content(first)
+                    return bytearray(content_view(first.wire))
                 raise DecodeError(f"{to_uri(first.name)} does not end in a segment number")
-            got = {first_seg: data_content(first)}
             final = segment_number(final_block_id(first))
-            return await _fetch_rest(ep, seg_prefix, got, final, policy, max_size, verify)
+            parts = Assembly(seg_prefix, max_size)
+            parts.put(first_seg, content_view(first.wire), final)
+            return await _fetch_rest(ep, seg_prefix, parts, final, policy, verify)
     except TimeoutError:
         raise InterestTimeout(to_uri(value), 0, timeout) from None
+
+
+class Assembly:
+    """Segment contents as they arrive.  While every segment but the last has the first one's
+    size (what publishers make), each is copied once into one buffer at its place; a segment of
+    another size turns the rest into pieces kept apart and joined at the end."""
+
+    __slots__ = ("_placed", "buf", "last", "max_size", "pieces", "prefix", "step", "total")
+
+    def __init__(self, prefix: bytes, max_size: int) -> None:
+        self.prefix = prefix
+        self.max_size = max_size
+        self.buf = bytearray()
+        self.step = -1  # the segment size, from the first segment put
+        self.last: tuple[int, int] | None = None  # a shorter final segment in buf: (seg, length)
+        self.pieces: dict[int, bytes] | None = None
+        self._placed: set[int] = set()  # segments copied into buf
+        self.total = 0
+
+    def __contains__(self, seg: int) -> bool:
+        if self.pieces is not None:
+            return seg in self.pieces
+        return seg in self._placed
+
+    def put(self, seg: int, content: memoryview, final: int | None) -> None:
+        """Keep segment ``seg`` (a segment already kept is ignored); DecodeError past max_size."""
+        if seg in self:
+            return
+        self.total += len(content)
+        if self.total > self.max_size:
+            raise DecodeError(f"{to_uri(self.prefix)} is larger than {self.max_size} bytes")
+        if self.pieces is None:
+            if self.step < 0:
+                self.step = len(content)
+            step = self.step
+            regular = len(content) == step or (
+                final is not None and seg == final and len(content) < step and self.last is None
+            )
+            if step > 0 and regular and (final is None or seg <= final):
+                start = seg * step
+                need = (seg + 1) * step if final is None else (final + 1) * step
+                if len(self.buf) < need:
+                    if not self.buf:
+                        self.buf = bytearray(need)  # zeroed lazily by the allocator
+                    else:
+                        self.buf.extend(bytes(need - len(self.buf)))
+                self.buf[start : start + len(content)] = content
+                self._placed.add(seg)
+                if len(content) < step:
+                    self.last = (seg, len(content))
+                return
+            self._to_pieces()
+        assert self.pieces is not None
+        self.pieces[seg] = bytes(content)
+
+    def _to_pieces(self) -> None:
+        step, last = self.step, self.last
+        self.pieces = {
+            s: bytes(self.buf[s * step : s * step + (last[1] if last and last[0] == s else step)])
+            for s in self._placed
+        }
+        self.buf = bytearray()
+        self._placed = set()
+
+    def result(self, final: int) -> bytearray:
+        """The object, segments 0..final (all of them kept)."""
+        if self.pieces is not None:
+            return bytearray(b"".join(self.pieces[i] for i in range(final + 1)))
+        end = final * self.step + (self.last[1] if self.last else self.step)
+        del self.buf[end:]
+        return self.buf
 
 
 @lru_cache(maxsize=64)
@@ -83,39 +186,41 @@ def segment_policy(lifetime_ms: int, retries: int, window: int) -> FetchPolicy:
 async def _fetch_rest(
     ep: Endpoint,
     prefix: bytes,
-    got: dict[int, bytes],
+    parts: Assembly,
     final: int | None,
     policy: FetchPolicy,
-    max_size: int,
     verify: Callable[[DataView], None] | None,
-) -> bytes:
-    size, nxt = sum(map(len, got.values())), 0
-    missing = 0 if final is None else sum(1 for i in range(final + 1) if i not in got)
+) -> bytearray:
+    nxt = 0
+    missing = 0 if final is None else sum(1 for i in range(final + 1) if i not in parts)
 
     def next_key() -> int | None:
         nonlocal nxt
         while final is None or nxt <= final:
             seg, nxt = nxt, nxt + 1
-            if seg not in got:
+            if seg not in parts:
                 return seg
         return None
 
     def on_data(seg: int, dv: DataView) -> None:
-        nonlocal size, final, missing
-        if seg in got:
+        nonlocal final, missing
+        if seg in parts:
             return
-        got[seg] = content = data_content(dv)
-        size += len(content)
-        if size > max_size:
-            raise DecodeError(f"{to_uri(prefix)} is larger than {max_size} bytes")
-        last = segment_number(final_block_id(dv))
-        if last is not None and (final is None or last < final):
+        start, end, last_comp = _content_range(dv.wire)
+        last = segment_number(last_comp)
+        learnt = last is not None and (final is None or last < final)
+        if last is not None and learnt:
             final = last
             for other in fetcher.window.in_flight_keys():
-                if other > final:  # asked for before the end was known
+                if other > last:  # asked for before the end was known
                     fetcher.cancel(other)
-            missing = sum(1 for i in range(final + 1) if i not in got)
-        elif final is not None and seg <= final:
+        if final is not None and seg > final:
+            return
+        parts.put(seg, memoryview(dv.wire)[start:end], final)
+        if learnt:
+            assert final is not None
+            missing = sum(1 for i in range(final + 1) if i not in parts)
+        elif final is not None:
             missing -= 1
         if final is not None and not missing:
             fetcher.finish()
@@ -126,20 +231,28 @@ async def _fetch_rest(
     if final is None or missing:
         await fetcher.run()
     assert final is not None  # the fetcher finishes only once the end is known
-    return b"".join(got[i] for i in range(final + 1))
+    return parts.result(final)
 
 
 def data_content(data: DataView) -> bytes:
     """The Content of a Data packet (DataView reads only what forwarding needs)."""
-    return _data_fields(data.wire)[0]
+    start, end, _ = _content_range(data.wire)
+    return data.wire[start:end]
+
+
+def content_view(wire: bytes) -> memoryview:
+    """The Content of a Data packet's wire, without copying it."""
+    start, end, _ = _content_range(wire)
+    return memoryview(wire)[start:end]
 
 
 def final_block_id(data: DataView) -> bytes | None:
     """The FinalBlockId name component (whole TLV) of a Data packet, if any."""
-    return _data_fields(data.wire)[1]
+    return _content_range(data.wire)[2]
 
 
-def _data_fields(wire: bytes) -> tuple[bytes, bytes | None]:
+def _content_range(wire: bytes) -> tuple[int, int, bytes | None]:
+    """Where a Data packet's Content value starts and ends, and its FinalBlockId if any."""
     _, off, end = read_tl(wire, 0, len(wire))
     off = read_tl(wire, off, end)[2]  # skip the Name
     final = None
@@ -153,9 +266,9 @@ def _data_fields(wire: bytes) -> tuple[bytes, bytes | None]:
                     final = wire[mstart:mend]
                 moff = mend
         elif typ == T.CONTENT:
-            return wire[vstart:vend], final
+            return vstart, vend, final
         off = vend
-    return b"", final
+    return end, end, final
 
 
 def split_segment(name: bytes, ends: list[int]) -> tuple[bytes, int | None]:
