@@ -136,6 +136,10 @@ class Assembly:
                 final is not None and seg == final and len(content) < step and self.last is None
             )
             if step > 0 and regular and (final is None or seg <= final):
+                if final is not None and final * step >= self.max_size:
+                    # segments 0..final-1 alone would pass the bound: refused before the
+                    # buffer for them is allocated (a FinalBlockId is the producer's word)
+                    raise DecodeError(f"{to_uri(self.prefix)} is larger than {self.max_size} bytes")
                 start = seg * step
                 need = (seg + 1) * step if final is None else (final + 1) * step
                 if len(self.buf) < need:

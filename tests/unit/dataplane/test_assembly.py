@@ -57,3 +57,10 @@ def test_larger_than_allowed_is_refused() -> None:
     parts.put(0, memoryview(b"x" * 1000), None)
     with pytest.raises(DecodeError, match="larger than 1500"):
         parts.put(1, memoryview(b"y" * 1000), None)
+
+
+def test_a_final_block_past_the_bound_is_refused_before_any_buffer() -> None:
+    parts = Assembly(b"\x08\x01x", 1 << 20)
+    with pytest.raises(DecodeError, match="larger than"):
+        parts.put(0, memoryview(b"x" * 1000), 1 << 40)  # would be a 1 PB buffer
+    assert not parts.buf
