@@ -40,6 +40,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     baseline()  # the calibration's quiet reference, before any contention
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Under pytest-xdist every fault test runs in one group, so on one worker, one at a time: two
+    # saturated runs side by side would each meet the other's busy processes as well as their own
+    for item in items:
+        if item.get_closest_marker("fault") is not None:
+            item.add_marker(pytest.mark.xdist_group("fault"))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("fault") is not None:
         metafunc.parametrize("cpu", LOADS, indirect=True)

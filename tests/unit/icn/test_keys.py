@@ -167,6 +167,9 @@ def test_key_digest_locator_has_no_key_name() -> None:
         + b"\x16\x09\x1b\x01\x05\x1c\x04\x07\x02\x08\x05"
         + b"\x17\x03abc",
     ],
+    # fixed ids: the wires carry random nonces and keys, and pytest-xdist's workers must
+    # collect the same test names
+    ids=["empty", "type-only", "interest", "truncated", "trailing", "no-sigtype", "bad-locator"],
 )
 def test_malformed_data_raises_validation_error(wire: bytes) -> None:
     with pytest.raises(ValidationError, match="malformed Data"):
@@ -322,6 +325,7 @@ def test_authorized_keys_verify_data_refuses_unlisted_or_forged(workdir: Path) -
         ("ed25519:" + "ab" * 31, "not an Ed25519 public key"),
         (f"{ALICE.fingerprint} {BOB.fingerprint}", "not an Ed25519 public key"),
     ],
+    ids=["short-hex", "fingerprint-prefix", "short-key", "two-keys"],  # fixed: keys are random
 )
 def test_authorized_keys_bad_line_names_file_and_line(workdir: Path, line: str, why: str) -> None:
     path = _write(workdir / "authorized", f"# header\n{ALICE.fingerprint}\n{line}\n")
