@@ -8,7 +8,14 @@ import time
 
 import pytest
 
-from tests.chaos.contention import MAX_SCALE, Contention, cpu_seconds, measure, time_scale
+from tests.chaos.contention import (
+    MAX_SCALE,
+    Contention,
+    baseline,
+    cpu_seconds,
+    measure,
+    time_scale,
+)
 from tests.chaos.harness import CpuLoad
 
 
@@ -52,7 +59,9 @@ def test_a_busy_process_ends_by_itself_after_its_life() -> None:
 
 
 def test_time_scale_grows_with_contention() -> None:
-    quiet = measure()
+    # against the session's quiet baseline, not a measurement now: under pytest-xdist the
+    # other worker's tests may be loading the machine at this moment
+    quiet = baseline()
     # two busy processes per core: the calibration gets at most a third of a core
     with Contention(processes=2 * (os.cpu_count() or 1)):
         loaded = measure()

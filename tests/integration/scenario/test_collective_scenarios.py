@@ -36,16 +36,16 @@ def test_allreduce_under_five_percent_loss_is_exact_and_recovered_from_caches(
     text = (SCENARIOS / "allreduce.yaml").read_text()
     assert text.count("loss: 1%") == 2
     text = text.replace("loss: 1%", "loss: 5%").replace("rounds: 10", "rounds: 4")
-    text = text.replace("duration: 40s", "duration: 22s")
     path = tmp_path / "allreduce-5.yaml"
     path.write_text(text)
     proc, report = run_scenario(path, tmp_path / "out", "--no-plots", timeout=150)
     _passed(proc, report)
     for w in WORKERS:  # every round at every worker was bit-exact (the worker checks)
         assert report["workloads"][w]["ok"] == report["workloads"][w]["requests"] == 4
-    # stop_when_done: the run ended with its workers, not after its 22 s
+    # stop_when_done: the run ended with its workers (about 16 s on a quiet machine), not after
+    # its 40 s; the margin is for a loaded one, where each lost chunk's wait grows
     (end,) = [e for e in report["meta"]["events"] if "the run ends" in e["text"]]
-    assert end["t"] < 21
+    assert end["t"] < 38
     assert _metric_total(report, "interests_retransmitted") > 0  # the loss was real
     from_caches = _node_total(report, "fw.cs_hit_bytes")
     resent = _metric_total(report, "bytes_resent")
