@@ -39,9 +39,9 @@ from icn.errors import (
     InterestTimeout,
     TooManyPending,
 )
-from icn.security.signed_interest import make_signed_interest
+from icn.security.signed_interest import encode_signed_interest
 from icn.wire import tlv_types as T
-from icn.wire.encode import make_data, make_interest
+from icn.wire.encode import EncodedInterest, encode_interest, make_data
 from icn.wire.lp import encode_lp, parse_lp
 from icn.wire.name import NameLike, as_name, component_ends, to_uri
 from icn.wire.packet import DataView, InterestView, parse_data, parse_interest
@@ -81,20 +81,29 @@ class PendingInterest:
         "wire",
     )
 
-    def __init__(self, iv: InterestView, future: asyncio.Future[DataView]) -> None:
-        self.name = iv.name
-        self.prefix = iv.can_be_prefix
-        self.mbf = iv.must_be_fresh
-        self.digest = iv.last_component_type == T.COMP_IMPLICIT_DIGEST
-        self.wire = iv.wire
-        self.nonce_pos = iv.nonce_pos
-        self.lifetime = iv.lifetime / 1000.0
+    def __init__(
+        self,
+        enc: EncodedInterest,
+        lifetime_ms: int,
+        can_be_prefix: bool,
+        must_be_fresh: bool,
+        future: asyncio.Future[DataView],
+    ) -> None:
+        self.name = enc.name
+        self.prefix = can_be_prefix
+        self.mbf = must_be_fresh
+        ends = enc.name_ends
+        # an implicit digest (type 1) ends the name: Data matches it by its full name
+        self.digest = enc.name[ends[-2] if len(ends) > 1 else 0] == T.COMP_IMPLICIT_DIGEST
+        self.wire = enc.wire
+        self.nonce_pos = enc.nonce_pos
+        self.lifetime = lifetime_ms / 1000.0
         self.future = future
         self.timer: asyncio.TimerHandle | None = None
         self.done = False
         # the reflexive segment ending a Trigger Interest's name: Reflexive Interests for it
         # extend this Interest's wait, as forwarders extend its PIT entry
-        self.trigger = trigger_key(iv.name, iv.name_ends)
+        self.trigger = trigger_key(enc.name, ends)
         self.verify: Verifier | None = None
         # the CongestionMark of the Data that satisfied it (0: none): a window of Interests
         # shrinks on a marked Data as on a timeout
@@ -278,7 +287,7 @@ class Endpoint:
             raise EncodeError("lifetime_ms must be positive")
         value = as_name(name)
         if signed:
-            wire = make_signed_interest(
+            enc = encode_signed_interest(
                 value,
                 app_params=app_params or b"",
                 lifetime=lifetime_ms,
@@ -288,7 +297,7 @@ class Endpoint:
                 forwarding_hint=forwarding_hint,
             )
         else:
-            wire = make_interest(
+            enc = encode_interest(
                 value,
                 lifetime=lifetime_ms,
                 can_be_prefix=can_be_prefix,
@@ -297,8 +306,8 @@ class Endpoint:
                 forwarding_hint=forwarding_hint,
                 app_params=app_params,
             )
-        iv = parse_interest(wire)
-        rec = PendingInterest(iv, asyncio.get_running_loop().create_future())
+        future = asyncio.get_running_loop().create_future()
+        rec = PendingInterest(enc, lifetime_ms, can_be_prefix, must_be_fresh, future)
         self._pending.setdefault(rec.name, []).append(rec)
         if rec.trigger is not None:
             self._triggers.setdefault(rec.trigger, []).append(rec)
