@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from compute.stream.names import Ack, FlowNames
-from icn.dataplane.endpoint import Endpoint, Reply
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.handlers import Reply
 from icn.dataplane.holding import HoldingTable
 from icn.wire.packet import InterestView
 

@@ -303,7 +303,7 @@ async def test_register_unregister_and_refused_commands(connect: Connect) -> Non
     assert info.value.status == 501 and "rib/no-such-verb" in str(info.value)
     with pytest.raises(CommandFailed) as info:  # refused: the handler is not left behind
         await producer.register("/x" * 40, echo())
-    assert info.value.status >= 400 and len(producer._handlers) == 1
+    assert info.value.status >= 400 and len(producer.handlers) == 1
     created = await mgmt.command(consumer, "faces", "create", uri="udp4://127.0.0.1:9")
     with pytest.raises(CommandFailed) as info:  # 409 carries the existing face
         await mgmt.command(consumer, "faces", "create", uri="udp4://127.0.0.1:9")

@@ -19,7 +19,8 @@ import yaml
 
 from apps.procs import Child, ProcessGroup, icn_argv
 from apps.topology import free_udp_port
-from icn.dataplane.endpoint import Endpoint, Reply
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.handlers import Reply
 from icn.dataplane.segments import data_content
 from icn.errors import InterestTimeout
 from icn.wire.encode import make_data

@@ -56,7 +56,7 @@ def test_plain_offsets_are_what_the_reader_finds(kwargs: dict[str, Any]) -> None
 
 @pytest.mark.parametrize("kwargs", PLAIN_CASES.values(), ids=list(PLAIN_CASES))
 def test_signed_offsets_are_what_the_reader_finds(kwargs: dict[str, Any]) -> None:
-    fixed = {"nonce": NONCE, "sig_nonce": b"n" * 8, "sig_time_ms": 1}
+    fixed: dict[str, Any] = {"nonce": NONCE, "sig_nonce": b"n" * 8, "sig_time_ms": 1}
     kwargs = {"app_params": b"", **kwargs}
     enc = encode_signed_interest(NAME, **fixed, **kwargs)
     same_as_parsed(enc)
