@@ -15,6 +15,7 @@ values (:mod:`icn.wire.name`) or URIs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import socket
@@ -33,7 +34,6 @@ from icn.dataplane.client_conf import (
 from icn.dataplane.fetcher import expiry_policy, fetch
 from icn.dataplane.handlers import Handler, HandlerTable, Reply
 from icn.dataplane.pending import PendingEntry, PendingTable
-from icn.dataplane.publish import DEFAULT_SEGMENT_SIZE, SegmentedObject
 from icn.dataplane.segments import fetch_segments
 from icn.errors import (
     DecodeError,
@@ -49,7 +49,7 @@ from icn.wire.encode import EncodedInterest, encode_interest, make_data
 from icn.wire.lp import encode_lp, parse_lp
 from icn.wire.name import NameLike, as_name, to_uri
 from icn.wire.packet import DataView, parse_data, parse_interest
-from icn.wire.reflexive import LIFETIME_EXTENSION, reflexive_key, ri_key
+from icn.wire.reflexive import LIFETIME_EXTENSION, ri_key
 from icn.wire.signer import DIGEST_SHA256, Signer
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,41 @@ class PendingInterest(PendingEntry):
         self.verify: Verifier | None = None
 
 
+class Served:
+    """A prefix an endpoint serves (:meth:`Endpoint.serve`).  ``await close()``, or leave an
+    ``async with``, to stop: the handler goes, and the route if ``serve`` registered one."""
+
+    __slots__ = ("_closed", "_ep", "origin", "prefix", "registered")
+
+    def __init__(self, ep: Endpoint, prefix: bytes, registered: bool, origin: int) -> None:
+        self._ep = ep
+        self.prefix = prefix  # a name value
+        self.registered = registered
+        self.origin = origin
+        self._closed = False
+
+    async def close(self) -> None:
+        """Stop serving (idempotent).  A registered route is withdrawn unless the forwarder is
+        gone already, or cannot be reached: then the route went with the face."""
+        if self._closed:
+            return
+        self._closed = True
+        ep = self._ep
+        ep.handlers.remove(self.prefix)
+        if self.registered and not ep.closed:
+            # a closed or unreachable forwarder: the route went with the face
+            with contextlib.suppress(Exception):
+                await mgmt_client.command(
+                    ep, "rib", "unregister", name=self.prefix, origin=self.origin
+                )
+
+    async def __aenter__(self) -> Served:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
 class Endpoint:
     """A connection to a forwarder.  Create with ``await Endpoint.connect(uri)``."""
 
@@ -92,8 +127,9 @@ class Endpoint:
         self.is_local = is_local  # management goes to /localhost/nfd, else /localhop/nfd
         self.counters: Counter[str] = Counter()
         self.face_id: int | None = None  # learnt from the first rib/register reply
-        self.signer: Signer | None = DIGEST_SHA256  # signs what publish() and make_data() build
-        # prefix -> handler, longest-prefix dispatch
+        self.signer: Signer | None = DIGEST_SHA256  # signs what make_data() builds
+        # prefix -> handler; add and remove here to answer without a route (Reflexive
+        # Interests, a route installed some other way), or use serve()
         self.handlers = HandlerTable()
         self._table: PendingTable[PendingInterest] = PendingTable(max_pending)
         self._transport: asyncio.BaseTransport | PortTransport | None = None
@@ -341,75 +377,36 @@ class Endpoint:
     # ---- producer ------------------------------------------------------------------------
 
     async def serve(
-        self, prefix: NameLike, handler: Handler, *, origin: int = 0, cost: int = 0
-    ) -> None:
-        """Serve ``prefix``: see :meth:`register`.  The handler gets ``(interest, reply)`` and
-        may call ``reply(data_wire)`` at once or later (a thunk, a slow computation)."""
-        await self.register(prefix, handler, origin=origin, cost=cost)
-
-    async def register(
-        self, prefix: NameLike, handler: Handler, *, origin: int = 0, cost: int = 0
-    ) -> None:
-        """Serve ``prefix`` with ``handler``: route it here with ``rib/register`` (CommandFailed
-        if refused) and pass each Interest under it, by longest prefix, to the handler."""
+        self,
+        prefix: NameLike,
+        handler: Handler,
+        *,
+        register: bool = True,
+        origin: int = 0,
+        cost: int = 0,
+    ) -> Served:
+        """Serve ``prefix`` with ``handler``: each Interest under it, by longest prefix, goes to
+        ``handler(interest, reply)``, which may call ``reply(data_wire)`` at once or later (a
+        thunk, a slow computation).  With ``register`` the route comes here by ``rib/register``
+        (CommandFailed if refused, and the handler ``prefix`` had before is back); without, a
+        route is someone else's (a prefix already routed here, Reflexive Interests under
+        ``reflexive_key(rnp)``).  Serving a prefix again replaces its handler.  Returns the
+        handle that stops it (:class:`Served`)."""
         value = as_name(prefix)
-        previous = self.handlers.get(value)
-        self.add_handler(value, handler)  # before the route exists, so no Interest is missed
-        try:
-            body = await mgmt_client.command(
-                self, "rib", "register", name=value, origin=origin, cost=cost
-            )
-        except BaseException:
-            self.remove_handler(value)
-            if previous is not None:
-                self.add_handler(value, previous)
-            raise
-        if self.face_id is None and isinstance(body.get("face_id"), int):
-            self.face_id = body["face_id"]
-
-    async def unregister(self, prefix: NameLike, *, origin: int = 0) -> None:
-        """Stop serving ``prefix`` and withdraw its route."""
-        value = as_name(prefix)
-        self.remove_handler(value)
-        await mgmt_client.command(self, "rib", "unregister", name=value, origin=origin)
-
-    async def offer(self, prefix: NameLike, handler: Handler, *, register: bool) -> None:
-        """Serve ``prefix``: with ``register`` as :meth:`register` does, else only dispatch to
-        ``handler`` (a route installed some other way).  Undo with :meth:`withdraw`."""
+        previous = self.handlers.add(value, handler)  # before the route: no Interest missed
         if register:
-            await self.register(prefix, handler)
-        else:
-            self.add_handler(prefix, handler)
-
-    async def withdraw(self, prefix: NameLike, *, registered: bool) -> None:
-        """Stop serving ``prefix``; if it was registered, withdraw its route too, unless the
-        forwarder is gone already (then there is nothing left to withdraw)."""
-        if registered and not self.closed:
             try:
-                await self.unregister(prefix)
-                return
-            except Exception:  # closed or unreachable forwarder: the route went with the face
-                pass
-        self.remove_handler(prefix)
-
-    def add_handler(self, prefix: NameLike, handler: Handler) -> None:
-        """Dispatch Interests under ``prefix`` to ``handler`` without touching the forwarder's
-        routes (reflexive Interests, or a route installed some other way)."""
-        self.handlers.add(prefix, handler)
-
-    def remove_handler(self, prefix: NameLike) -> None:
-        self.handlers.remove(prefix)
-
-    def add_reflexive(self, rnp: bytes, handler: Handler) -> bytes:
-        """Answer Reflexive Interests ``/<RNP>/...`` for ``rnp`` with ``handler``: no route is
-        registered (forwarders bring them along the Trigger Interest's reverse path).  Returns
-        the reflexive segment; :meth:`remove_reflexive` when the exchange is over."""
-        key = reflexive_key(rnp)
-        self.add_handler(key, handler)
-        return key
-
-    def remove_reflexive(self, rnp: bytes) -> None:
-        self.remove_handler(reflexive_key(rnp))
+                body = await mgmt_client.command(
+                    self, "rib", "register", name=value, origin=origin, cost=cost
+                )
+            except BaseException:
+                self.handlers.remove(value)
+                if previous is not None:
+                    self.handlers.add(value, previous)
+                raise
+            if self.face_id is None and isinstance(body.get("face_id"), int):
+                self.face_id = body["face_id"]
+        return Served(self, value, register, origin)
 
     def make_data(
         self,
@@ -427,42 +424,6 @@ class Endpoint:
             final_block_id=final_block_id,
             signer=self.signer,
         )
-
-    async def publish(
-        self,
-        prefix: NameLike,
-        content: bytes,
-        *,
-        register: bool = True,
-        segment_size: int = DEFAULT_SEGMENT_SIZE,
-        freshness: int | None = None,
-        manifest: bool = False,
-    ) -> SegmentedObject:
-        """Serve ``content`` as segments ``<prefix>/seg=<i>``, each built and signed (with
-        ``signer``) when first asked for; with ``manifest``, signed once instead (segments by
-        DigestSha256, a manifest of their digests by ``signer``: :mod:`icn.security.manifest`).
-        ``register=False`` adds the handler without a route (under a reflexive segment, or a
-        prefix already routed here).  Withdraw with :meth:`unpublish`."""
-        value = as_name(prefix)
-        obj = SegmentedObject(
-            value,
-            content,
-            segment_size=segment_size,
-            freshness=freshness,
-            signer=self.signer,
-            manifest=manifest,
-        )
-        if register:
-            await self.register(value, obj.handler)
-        else:
-            self.add_handler(value, obj.handler)
-        return obj
-
-    async def unpublish(self, obj: SegmentedObject, *, registered: bool = True) -> None:
-        if registered:
-            await self.unregister(obj.prefix)
-        else:
-            self.remove_handler(obj.prefix)
 
     def put(self, wire: bytes) -> None:
         """Send a Data packet (the whole TLV).  Dropped and counted once the endpoint is closed."""
