@@ -17,7 +17,7 @@ from forwarder.face.memory import memory_pair
 from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content
-from icn.errors import InterestCanceled, InterestTimeout, ValidationError
+from icn.errors import CommandFailed, InterestCanceled, InterestTimeout, ValidationError
 from icn.wire.encode import make_data, make_interest
 from icn.wire.name import from_uri, to_uri
 from icn.wire.packet import DataView, InterestView, parse_interest
@@ -82,6 +82,40 @@ async def test_publish_and_windowed_fetch_of_a_large_object(daemon: ForwarderDae
     assert again == blob and obj.served == obj.last_segment + 1
     await served.close()
     producer.close()
+    consumer.close()
+
+
+async def test_served_handle_withdraws_once_and_a_refused_serve_restores(
+    daemon: ForwarderDaemon,
+) -> None:
+    producer, consumer = attach_endpoint(daemon), attach_endpoint(daemon)
+    hi = lambda iv, reply: reply(make_data(iv.name, b"hi"))  # noqa: E731
+    async with await producer.serve("/h", hi) as served:
+        assert served.prefix == from_uri("/h") and served.registered
+        assert data_content(await consumer.express("/h/1", timeout=5)) == b"hi"
+    assert "/h" not in producer.handlers
+    await wait_until(lambda: daemon.fw.fib.get(from_uri("/h")) is None, 2)
+    await served.close()  # idempotent
+    assert served.prefix not in producer.handlers
+    # without a route: close only drops the handler
+    local = await producer.serve("/local", hi, register=False)
+    assert daemon.fw.fib.get(from_uri("/local")) is None and "/local" in producer.handlers
+    await local.close()
+    assert "/local" not in producer.handlers
+    # a refused registration puts back the handler the prefix had
+    long = "/x" * 40
+    producer.handlers.add(long, hi)
+    with pytest.raises(CommandFailed):
+        await producer.serve(long, lambda iv, reply: None)
+    assert producer.handlers.get(long) is hi
+    # the connection lost while the route is withdrawn raises nothing: it went with the face
+    kept = await producer.serve("/kept", hi)
+    closing = asyncio.ensure_future(kept.close())
+    await asyncio.sleep(0)  # rib/unregister sent, its answer pending
+    producer.close()
+    await closing
+    assert "/kept" not in producer.handlers
+    await kept.close()  # and once the endpoint is closed, nothing is sent
     consumer.close()
 
 
