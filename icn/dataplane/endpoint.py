@@ -18,13 +18,12 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import socket
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, cast
 
 import icn.dataplane.mgmt_client as mgmt_client
-from icn.dataplane.app_protocols import DatagramProtocol, PacketPort, PortTransport, StreamProtocol
+from icn.dataplane.app_protocols import PacketPort, PortTransport, open_transport
 from icn.dataplane.client_conf import (
     ENV_VAR,
     is_local_transport,
@@ -151,24 +150,11 @@ class Endpoint:
         uri = resolve_transport(uri)
         addr = parse_transport(uri)
         loop = asyncio.get_running_loop()
-        unix = addr.scheme == "unix"
-        local = unix or await loop.run_in_executor(None, is_local_transport, uri)
+        local = addr.scheme == "unix" or await loop.run_in_executor(None, is_local_transport, uri)
         ep = cls(uri, is_local=local, max_pending=max_pending)
-        family = {"4": socket.AF_INET, "6": socket.AF_INET6}.get(addr.scheme[-1], 0)
         try:
             async with asyncio.timeout(connect_timeout):
-                if unix:
-                    await loop.create_unix_connection(lambda: StreamProtocol(ep), addr.host)
-                elif addr.scheme.startswith("tcp"):
-                    await loop.create_connection(
-                        lambda: StreamProtocol(ep), addr.host, addr.port, family=family
-                    )
-                else:
-                    await loop.create_datagram_endpoint(
-                        lambda: DatagramProtocol(ep),
-                        remote_addr=(addr.host, addr.port),
-                        family=family,
-                    )
+                await open_transport(ep, addr)
         except (OSError, TimeoutError) as exc:
             raise ForwarderUnreachable(
                 f"no forwarder at {uri} (is `icn fwd` running? set {ENV_VAR})"
