@@ -124,7 +124,7 @@ def poke(
                 answered.set_result(None)
 
         async with connected(transport) as ep:
-            await ep.register(value, handler)
+            await ep.serve(value, handler)
             typer.echo(f"poke: serving {to_uri(value)}; waiting for an Interest", err=True)
             try:
                 await asyncio.wait_for(asyncio.shield(answered), timeout)
@@ -299,7 +299,7 @@ def ping_server(
         stop = asyncio.Event()
         _on_stop_signals(asyncio.get_running_loop(), stop)
         async with connected(transport) as ep:
-            await ep.register(served, handler)
+            await ep.serve(served, handler)
             typer.echo(f"ping server ready: serving {to_uri(served)}")
             if not await _stopped(stop, None, ep.wait_closed()):
                 fail(f"ping-server: lost the forwarder at {ep.uri}", EXIT_UNREACHABLE)

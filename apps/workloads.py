@@ -46,7 +46,7 @@ async def producer(ctx: ServiceContext) -> None:
         reply(template.build(iv.name, payload))
 
     ep = await ctx.endpoint()
-    await ep.register(from_uri(prefix), answer)
+    await ep.serve(from_uri(prefix), answer)
     ctx.ready()
     try:
         await ep.wait_closed()

@@ -123,7 +123,7 @@ async def produce(args: argparse.Namespace) -> None:
     Path(args.key_file).write_bytes(identity.public_bytes)
     producer = Producer(content, args.segment, identity)
     ep = await Endpoint.connect(f"unix://{args.fwd}")
-    await ep.register(producer.prefix, producer.handler)
+    await ep.serve(producer.prefix, producer.handler)
     await loop.create_unix_connection(lambda: RawServer(content), args.relay)
     print("producer ready", flush=True)
     await ep.wait_closed()

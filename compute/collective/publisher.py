@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from compute.collective.names import JobNames
-from icn.dataplane.endpoint import Endpoint, Reply
+from icn.dataplane.endpoint import Endpoint, Served
+from icn.dataplane.handlers import Reply
 from icn.dataplane.holding import HoldingTable
 from icn.wire.packet import InterestView
 
@@ -58,14 +59,14 @@ class ChunkPublisher:
         self._clock = clock
         self._asked: set[Key] = set()
         self.newest_round = -1
-        self._registered = False
+        self._served: Served | None = None
 
     async def start(self, register: bool = True) -> None:
-        await self.ep.offer(self.prefix, self.handle, register=register)
-        self._registered = register
+        self._served = await self.ep.serve(self.prefix, self.handle, register=register)
 
     async def close(self) -> None:
-        await self.ep.withdraw(self.prefix, registered=self._registered)
+        if self._served is not None:
+            await self._served.close()
         self.waiting.clear()
 
     # ---- producing ---------------------------------------------------------------------------

@@ -230,7 +230,7 @@ class Client:
         rnp = new_rnp()
         key = reflexive_key(rnp)
         exchange = _Exchange(self, key, fn, blob, private)
-        self.ep.add_reflexive(rnp, exchange.handler)
+        self.ep.handlers.add(key, exchange.handler)
         try:
             td = await self.ep.express(
                 trigger_name(prefix + function_component(fn), rnp),
@@ -241,7 +241,7 @@ class Client:
         except (InterestNack, InterestTimeout) as exc:
             raise self._unavailable(exc, prefix, function) from None
         finally:
-            self.ep.remove_reflexive(rnp)
+            self.ep.handlers.remove(key)
         env = open_envelope(data_content(td), function)
         state = env["s"]
         if env.get("pure"):

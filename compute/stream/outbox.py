@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from compute.stream.names import Ack, FlowNames
-from icn.dataplane.endpoint import Endpoint, Reply
+from icn.dataplane.endpoint import Endpoint, Served
+from icn.dataplane.handlers import Reply
 from icn.dataplane.holding import HoldingTable
 from icn.wire.packet import InterestView
 
@@ -59,15 +60,15 @@ class Outbox:
         self._clock = clock
         self._room = asyncio.Event()
         self._drained = asyncio.Event()
-        self._registered = False
+        self._served: Served | None = None
         self._update_room()
 
     async def start(self, register: bool = True) -> None:
-        await self.ep.offer(self.stream, self.handle, register=register)
-        self._registered = register
+        self._served = await self.ep.serve(self.stream, self.handle, register=register)
 
     async def close(self) -> None:
-        await self.ep.withdraw(self.stream, registered=self._registered)
+        if self._served is not None:
+            await self._served.close()
         self.waiting.clear()
 
     # ---- producing ---------------------------------------------------------------------------

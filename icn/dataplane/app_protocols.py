@@ -9,9 +9,11 @@ datagram.  Each hands whole packets to the endpoint's receive path from the prot
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from icn.dataplane.client_conf import TransportAddr
 from icn.wire import tlv_types as T
 from icn.wire.framer import TlvFramer
 
@@ -78,6 +80,22 @@ class DatagramProtocol(asyncio.DatagramProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ep._lost(exc)
+
+
+async def open_transport(ep: Endpoint, addr: TransportAddr) -> None:
+    """Open the socket ``addr`` names (Unix, TCP or UDP), its protocol feeding ``ep``."""
+    loop = asyncio.get_running_loop()
+    family = {"4": socket.AF_INET, "6": socket.AF_INET6}.get(addr.scheme[-1], 0)
+    if addr.scheme == "unix":
+        await loop.create_unix_connection(lambda: StreamProtocol(ep), addr.host)
+    elif addr.scheme.startswith("tcp"):
+        await loop.create_connection(
+            lambda: StreamProtocol(ep), addr.host, addr.port, family=family
+        )
+    else:
+        await loop.create_datagram_endpoint(
+            lambda: DatagramProtocol(ep), remote_addr=(addr.host, addr.port), family=family
+        )
 
 
 class PacketPort(Protocol):

@@ -1,26 +1,29 @@
 """The app endpoint: one asyncio connection to a forwarder, for consumers and producers alike.
 
 It speaks what NFD's apps speak (bare TLVs back to back on Unix/TCP, one packet per UDP
-datagram) with the lean codec, so an app costs a few microseconds per packet.  The receive path
-runs in the protocol callback: no task per packet, one ``call_later`` timer per pending Interest
-(its lifetime: asking again is the fetcher's, :mod:`icn.dataplane.fetcher`), futures for
-results.  Bad input from the forwarder is counted in ``counters`` and dropped; a broken stream
-(a TLV header that cannot be framed) closes the endpoint and cancels what is pending, since
-nothing after it can be trusted.  Names are name values (:mod:`icn.wire.name`) or URIs.
+datagram) with the lean codec, so an app costs a few microseconds per packet.  It is the shell
+over two tables free of I/O: :mod:`icn.dataplane.pending` (the Interests it awaits) and
+:mod:`icn.dataplane.handlers` (who answers the Interests it gets).  The shell connects, writes,
+and keeps per pending Interest a future for its result and one ``call_at`` timer for its
+lifetime (asking again is the fetcher's, :mod:`icn.dataplane.fetcher`).  The receive path runs
+in the protocol callback: no task per packet.  Bad input from the forwarder is counted in
+``counters`` and dropped; a broken stream (a TLV header that cannot be framed) closes the
+endpoint and cancels what is pending, since nothing after it can be trusted.  Names are name
+values (:mod:`icn.wire.name`) or URIs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
-import socket
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, cast
 
 import icn.dataplane.mgmt_client as mgmt_client
-from icn.dataplane.app_protocols import DatagramProtocol, PacketPort, PortTransport, StreamProtocol
+from icn.dataplane.app_protocols import PacketPort, PortTransport, open_transport
 from icn.dataplane.client_conf import (
     ENV_VAR,
     is_local_transport,
@@ -28,7 +31,8 @@ from icn.dataplane.client_conf import (
     resolve_transport,
 )
 from icn.dataplane.fetcher import expiry_policy, fetch
-from icn.dataplane.publish import DEFAULT_SEGMENT_SIZE, SegmentedObject
+from icn.dataplane.handlers import Handler, HandlerTable, Reply
+from icn.dataplane.pending import PendingEntry, PendingTable
 from icn.dataplane.segments import fetch_segments
 from icn.errors import (
     DecodeError,
@@ -37,21 +41,18 @@ from icn.errors import (
     InterestCanceled,
     InterestNack,
     InterestTimeout,
-    TooManyPending,
 )
-from icn.security.signed_interest import make_signed_interest
+from icn.security.signed_interest import encode_signed_interest
 from icn.wire import tlv_types as T
-from icn.wire.encode import make_data, make_interest
+from icn.wire.encode import EncodedInterest, encode_interest, make_data
 from icn.wire.lp import encode_lp, parse_lp
-from icn.wire.name import NameLike, as_name, component_ends, to_uri
-from icn.wire.packet import DataView, InterestView, parse_data, parse_interest
-from icn.wire.reflexive import LIFETIME_EXTENSION, reflexive_key, ri_key, trigger_key
+from icn.wire.name import NameLike, as_name, to_uri
+from icn.wire.packet import DataView, parse_data, parse_interest
+from icn.wire.reflexive import LIFETIME_EXTENSION, ri_key
 from icn.wire.signer import DIGEST_SHA256, Signer
 
 log = logging.getLogger(__name__)
 
-Reply = Callable[[bytes], None]
-Handler = Callable[[InterestView, Reply], Awaitable[None] | None]
 # Checks a received Data before it is handed over (a signature, a trust policy): it raises, and
 # the expression fails with that exception, e.g. icn.errors.ValidationError.
 Verifier = Callable[[DataView], None]
@@ -62,43 +63,59 @@ DEFAULT_MAX_PENDING = 65536
 SEND_LIMIT = 4 * T.MAX_LOCAL_PACKET_SIZE
 
 
-class PendingInterest:
-    """One expressed Interest awaiting Data: its wire, its lifetime timer."""
+class PendingInterest(PendingEntry):
+    """One expressed Interest awaiting Data: the table's entry, the future that gets the Data,
+    the lifetime timer, and the check the Data must pass first."""
 
-    __slots__ = (
-        "congestion_mark",
-        "digest",
-        "done",
-        "future",
-        "lifetime",
-        "mbf",
-        "name",
-        "nonce_pos",
-        "prefix",
-        "timer",
-        "trigger",
-        "verify",
-        "wire",
-    )
+    __slots__ = ("future", "timer", "verify")
 
-    def __init__(self, iv: InterestView, future: asyncio.Future[DataView]) -> None:
-        self.name = iv.name
-        self.prefix = iv.can_be_prefix
-        self.mbf = iv.must_be_fresh
-        self.digest = iv.last_component_type == T.COMP_IMPLICIT_DIGEST
-        self.wire = iv.wire
-        self.nonce_pos = iv.nonce_pos
-        self.lifetime = iv.lifetime / 1000.0
+    def __init__(
+        self,
+        enc: EncodedInterest,
+        lifetime_ms: int,
+        can_be_prefix: bool,
+        must_be_fresh: bool,
+        future: asyncio.Future[DataView],
+    ) -> None:
+        super().__init__(enc, lifetime_ms, can_be_prefix, must_be_fresh)
         self.future = future
         self.timer: asyncio.TimerHandle | None = None
-        self.done = False
-        # the reflexive segment ending a Trigger Interest's name: Reflexive Interests for it
-        # extend this Interest's wait, as forwarders extend its PIT entry
-        self.trigger = trigger_key(iv.name, iv.name_ends)
         self.verify: Verifier | None = None
-        # the CongestionMark of the Data that satisfied it (0: none): a window of Interests
-        # shrinks on a marked Data as on a timeout
-        self.congestion_mark = 0
+
+
+class Served:
+    """A prefix an endpoint serves (:meth:`Endpoint.serve`).  ``await close()``, or leave an
+    ``async with``, to stop: the handler goes, and the route if ``serve`` registered one."""
+
+    __slots__ = ("_closed", "_ep", "origin", "prefix", "registered")
+
+    def __init__(self, ep: Endpoint, prefix: bytes, registered: bool, origin: int) -> None:
+        self._ep = ep
+        self.prefix = prefix  # a name value
+        self.registered = registered
+        self.origin = origin
+        self._closed = False
+
+    async def close(self) -> None:
+        """Stop serving (idempotent).  A registered route is withdrawn unless the forwarder is
+        gone already, or cannot be reached: then the route went with the face."""
+        if self._closed:
+            return
+        self._closed = True
+        ep = self._ep
+        ep.handlers.remove(self.prefix)
+        if self.registered and not ep.closed:
+            # a closed or unreachable forwarder: the route went with the face
+            with contextlib.suppress(Exception):
+                await mgmt_client.command(
+                    ep, "rib", "unregister", name=self.prefix, origin=self.origin
+                )
+
+    async def __aenter__(self) -> Served:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 class Endpoint:
@@ -107,21 +124,18 @@ class Endpoint:
     def __init__(self, uri: str, *, is_local: bool, max_pending: int = DEFAULT_MAX_PENDING):
         self.uri = uri
         self.is_local = is_local  # management goes to /localhost/nfd, else /localhop/nfd
-        self.max_pending = max_pending
         self.counters: Counter[str] = Counter()
         self.face_id: int | None = None  # learnt from the first rib/register reply
-        self.signer: Signer | None = DIGEST_SHA256  # signs what publish() and make_data() build
+        self.signer: Signer | None = DIGEST_SHA256  # signs what make_data() builds
+        # prefix -> handler; add and remove here to answer without a route (Reflexive
+        # Interests, a route installed some other way), or use serve()
+        self.handlers = HandlerTable()
+        self._table: PendingTable[PendingInterest] = PendingTable(max_pending)
         self._transport: asyncio.BaseTransport | PortTransport | None = None
         self._datagram = False
         self._open = True
         self._closed = asyncio.get_running_loop().create_future()
-        self._pending: dict[bytes, list[PendingInterest]] = {}
-        self._n_pending = self._n_prefix = self._n_digest = 0
-        self._handlers: dict[bytes, tuple[Handler, int]] = {}  # prefix -> (handler, depth)
-        self._depth_count: Counter[int] = Counter()  # handlers per prefix depth
-        self._depths: list[int] = []  # component counts of the handler prefixes, longest first
         self._tasks: set[asyncio.Future[None]] = set()
-        self._triggers: dict[bytes, list[PendingInterest]] = {}
 
     @classmethod
     async def connect(
@@ -136,24 +150,11 @@ class Endpoint:
         uri = resolve_transport(uri)
         addr = parse_transport(uri)
         loop = asyncio.get_running_loop()
-        unix = addr.scheme == "unix"
-        local = unix or await loop.run_in_executor(None, is_local_transport, uri)
+        local = addr.scheme == "unix" or await loop.run_in_executor(None, is_local_transport, uri)
         ep = cls(uri, is_local=local, max_pending=max_pending)
-        family = {"4": socket.AF_INET, "6": socket.AF_INET6}.get(addr.scheme[-1], 0)
         try:
             async with asyncio.timeout(connect_timeout):
-                if unix:
-                    await loop.create_unix_connection(lambda: StreamProtocol(ep), addr.host)
-                elif addr.scheme.startswith("tcp"):
-                    await loop.create_connection(
-                        lambda: StreamProtocol(ep), addr.host, addr.port, family=family
-                    )
-                else:
-                    await loop.create_datagram_endpoint(
-                        lambda: DatagramProtocol(ep),
-                        remote_addr=(addr.host, addr.port),
-                        family=family,
-                    )
+                await open_transport(ep, addr)
         except (OSError, TimeoutError) as exc:
             raise ForwarderUnreachable(
                 f"no forwarder at {uri} (is `icn fwd` running? set {ENV_VAR})"
@@ -183,7 +184,11 @@ class Endpoint:
     @property
     def pending(self) -> int:
         """How many Interests await Data (bounded by ``max_pending``)."""
-        return self._n_pending
+        return len(self._table)
+
+    @property
+    def max_pending(self) -> int:
+        return self._table.max_pending
 
     def close(self) -> None:
         """Close the connection; pending expressions raise InterestCanceled."""
@@ -272,13 +277,12 @@ class Endpoint:
         done with it (the fetcher's window does)."""
         if self.closed:
             raise InterestCanceled(f"endpoint to {self.uri} is closed")
-        if self._n_pending >= self.max_pending:
-            raise TooManyPending(f"{self._n_pending} Interests pending; wait for some to finish")
+        self._table.check_room()
         if lifetime_ms <= 0:
             raise EncodeError("lifetime_ms must be positive")
         value = as_name(name)
         if signed:
-            wire = make_signed_interest(
+            enc = encode_signed_interest(
                 value,
                 app_params=app_params or b"",
                 lifetime=lifetime_ms,
@@ -288,7 +292,7 @@ class Endpoint:
                 forwarding_hint=forwarding_hint,
             )
         else:
-            wire = make_interest(
+            enc = encode_interest(
                 value,
                 lifetime=lifetime_ms,
                 can_be_prefix=can_be_prefix,
@@ -297,36 +301,20 @@ class Endpoint:
                 forwarding_hint=forwarding_hint,
                 app_params=app_params,
             )
-        iv = parse_interest(wire)
-        rec = PendingInterest(iv, asyncio.get_running_loop().create_future())
-        self._pending.setdefault(rec.name, []).append(rec)
-        if rec.trigger is not None:
-            self._triggers.setdefault(rec.trigger, []).append(rec)
-        self._n_pending += 1
-        self._n_prefix += rec.prefix
-        self._n_digest += rec.digest
-        self._transmit(rec)
+        loop = asyncio.get_running_loop()
+        rec = PendingInterest(enc, lifetime_ms, can_be_prefix, must_be_fresh, loop.create_future())
+        self._table.add(rec)
+        self._write(rec.wire)
+        rec.deadline = loop.time() + rec.lifetime
+        rec.timer = loop.call_at(rec.deadline, self._expired, rec)
         return rec
 
     def drop(self, rec: PendingInterest) -> None:
         """Forget a pending Interest (idempotent); an unfinished future is cancelled."""
-        if rec.done:
+        if not self._table.drop(rec):
             return
-        rec.done = True
         if rec.timer is not None:
             rec.timer.cancel()
-        recs = self._pending[rec.name]
-        recs.remove(rec)
-        if not recs:
-            del self._pending[rec.name]
-        if rec.trigger is not None:
-            triggers = self._triggers[rec.trigger]
-            triggers.remove(rec)
-            if not triggers:
-                del self._triggers[rec.trigger]
-        self._n_pending -= 1
-        self._n_prefix -= rec.prefix
-        self._n_digest -= rec.digest
         if not rec.future.done():
             rec.future.cancel()
 
@@ -335,21 +323,16 @@ class Endpoint:
         :func:`icn.dataplane.segments.fetch_segments`."""
         return await fetch_segments(self, as_name(name), **options)
 
-    def _transmit(self, rec: PendingInterest) -> None:
-        self._write(rec.wire)
-        rec.timer = asyncio.get_running_loop().call_later(rec.lifetime, self._expired, rec)
-
     def _extend_trigger(self, key: bytes, ri_lifetime_ms: int) -> None:
         """A Reflexive Interest for ``key`` arrived: its Trigger Interest waits at least 1.5
         times the RI's lifetime from now (never less than it already would)."""
         loop = asyncio.get_running_loop()
         until = loop.time() + LIFETIME_EXTENSION * ri_lifetime_ms / 1000.0
-        for rec in self._triggers.get(key, ()):
-            timer = rec.timer
-            if timer is not None and timer.when() < until:
-                timer.cancel()
-                rec.timer = loop.call_at(until, self._expired, rec)
-                self.counters["trigger_extended"] += 1
+        for rec in self._table.extend_triggers(key, until):
+            if rec.timer is not None:
+                rec.timer.cancel()
+            rec.timer = loop.call_at(until, self._expired, rec)
+            self.counters["trigger_extended"] += 1
 
     def _expired(self, rec: PendingInterest) -> None:
         if rec.done:
@@ -380,89 +363,36 @@ class Endpoint:
     # ---- producer ------------------------------------------------------------------------
 
     async def serve(
-        self, prefix: NameLike, handler: Handler, *, origin: int = 0, cost: int = 0
-    ) -> None:
-        """Serve ``prefix``: see :meth:`register`.  The handler gets ``(interest, reply)`` and
-        may call ``reply(data_wire)`` at once or later (a thunk, a slow computation)."""
-        await self.register(prefix, handler, origin=origin, cost=cost)
-
-    async def register(
-        self, prefix: NameLike, handler: Handler, *, origin: int = 0, cost: int = 0
-    ) -> None:
-        """Serve ``prefix`` with ``handler``: route it here with ``rib/register`` (CommandFailed
-        if refused) and pass each Interest under it, by longest prefix, to the handler."""
+        self,
+        prefix: NameLike,
+        handler: Handler,
+        *,
+        register: bool = True,
+        origin: int = 0,
+        cost: int = 0,
+    ) -> Served:
+        """Serve ``prefix`` with ``handler``: each Interest under it, by longest prefix, goes to
+        ``handler(interest, reply)``, which may call ``reply(data_wire)`` at once or later (a
+        thunk, a slow computation).  With ``register`` the route comes here by ``rib/register``
+        (CommandFailed if refused, and the handler ``prefix`` had before is back); without, a
+        route is someone else's (a prefix already routed here, Reflexive Interests under
+        ``reflexive_key(rnp)``).  Serving a prefix again replaces its handler.  Returns the
+        handle that stops it (:class:`Served`)."""
         value = as_name(prefix)
-        previous = self._handlers.get(value)
-        self.add_handler(value, handler)  # before the route exists, so no Interest is missed
-        try:
-            body = await mgmt_client.command(
-                self, "rib", "register", name=value, origin=origin, cost=cost
-            )
-        except BaseException:
-            self.remove_handler(value)
-            if previous is not None:
-                self.add_handler(value, previous[0])
-            raise
-        if self.face_id is None and isinstance(body.get("face_id"), int):
-            self.face_id = body["face_id"]
-
-    async def unregister(self, prefix: NameLike, *, origin: int = 0) -> None:
-        """Stop serving ``prefix`` and withdraw its route."""
-        value = as_name(prefix)
-        self.remove_handler(value)
-        await mgmt_client.command(self, "rib", "unregister", name=value, origin=origin)
-
-    async def offer(self, prefix: NameLike, handler: Handler, *, register: bool) -> None:
-        """Serve ``prefix``: with ``register`` as :meth:`register` does, else only dispatch to
-        ``handler`` (a route installed some other way).  Undo with :meth:`withdraw`."""
+        previous = self.handlers.add(value, handler)  # before the route: no Interest missed
         if register:
-            await self.register(prefix, handler)
-        else:
-            self.add_handler(prefix, handler)
-
-    async def withdraw(self, prefix: NameLike, *, registered: bool) -> None:
-        """Stop serving ``prefix``; if it was registered, withdraw its route too, unless the
-        forwarder is gone already (then there is nothing left to withdraw)."""
-        if registered and not self.closed:
             try:
-                await self.unregister(prefix)
-                return
-            except Exception:  # closed or unreachable forwarder: the route went with the face
-                pass
-        self.remove_handler(prefix)
-
-    def add_handler(self, prefix: NameLike, handler: Handler) -> None:
-        """Dispatch Interests under ``prefix`` to ``handler`` without touching the forwarder's
-        routes (reflexive Interests, or a route installed some other way)."""
-        value = as_name(prefix)
-        self.remove_handler(value)
-        depth = len(component_ends(value))
-        self._handlers[value] = (handler, depth)
-        self._depth_count[depth] += 1
-        if self._depth_count[depth] == 1:
-            self._depths = sorted([*self._depths, depth], reverse=True)
-
-    def remove_handler(self, prefix: NameLike) -> None:
-        # per-depth counts: a call's reflexive handler comes and goes without rescanning the
-        # others (64 calls in flight made that rescan the client's top cost)
-        entry = self._handlers.pop(as_name(prefix), None)
-        if entry is not None:
-            depth = entry[1]
-            self._depth_count[depth] -= 1
-            if not self._depth_count[depth]:
-                del self._depth_count[depth]
-                self._depths.remove(depth)
-
-    def add_reflexive(self, rnp: bytes, handler: Handler) -> bytes:
-        """Answer Reflexive Interests ``/<RNP>/...`` for ``rnp`` with ``handler``: no route is
-        registered (forwarders bring them along the Trigger Interest's reverse path).  Returns
-        the reflexive segment; :meth:`remove_reflexive` when the exchange is over."""
-        key = reflexive_key(rnp)
-        self.add_handler(key, handler)
-        return key
-
-    def remove_reflexive(self, rnp: bytes) -> None:
-        self.remove_handler(reflexive_key(rnp))
+                body = await mgmt_client.command(
+                    self, "rib", "register", name=value, origin=origin, cost=cost
+                )
+            except BaseException:
+                self.handlers.remove(value)
+                if previous is not None:
+                    self.handlers.add(value, previous)
+                raise
+            if self.face_id is None and isinstance(body.get("face_id"), int):
+                self.face_id = body["face_id"]
+        return Served(self, value, register, origin)
 
     def make_data(
         self,
@@ -480,42 +410,6 @@ class Endpoint:
             final_block_id=final_block_id,
             signer=self.signer,
         )
-
-    async def publish(
-        self,
-        prefix: NameLike,
-        content: bytes,
-        *,
-        register: bool = True,
-        segment_size: int = DEFAULT_SEGMENT_SIZE,
-        freshness: int | None = None,
-        manifest: bool = False,
-    ) -> SegmentedObject:
-        """Serve ``content`` as segments ``<prefix>/seg=<i>``, each built and signed (with
-        ``signer``) when first asked for; with ``manifest``, signed once instead (segments by
-        DigestSha256, a manifest of their digests by ``signer``: :mod:`icn.security.manifest`).
-        ``register=False`` adds the handler without a route (under a reflexive segment, or a
-        prefix already routed here).  Withdraw with :meth:`unpublish`."""
-        value = as_name(prefix)
-        obj = SegmentedObject(
-            value,
-            content,
-            segment_size=segment_size,
-            freshness=freshness,
-            signer=self.signer,
-            manifest=manifest,
-        )
-        if register:
-            await self.register(value, obj.handler)
-        else:
-            self.add_handler(value, obj.handler)
-        return obj
-
-    async def unpublish(self, obj: SegmentedObject, *, registered: bool = True) -> None:
-        if registered:
-            await self.unregister(obj.prefix)
-        else:
-            self.remove_handler(obj.prefix)
 
     def put(self, wire: bytes) -> None:
         """Send a Data packet (the whole TLV).  Dropped and counted once the endpoint is closed."""
@@ -566,14 +460,7 @@ class Endpoint:
         except DecodeError:
             self.counters["drop_malformed"] += 1
             return
-        pending = self._pending
-        name = dv.name
-        hits = list(pending.get(name, ()))
-        if self._n_prefix:
-            for end in dv.name_ends[:-1]:
-                hits += [r for r in pending.get(name[:end], ()) if r.prefix]
-        if self._n_digest:
-            hits += pending.get(dv.full_name, ())
+        hits = self._table.match_data(dv)
         if not hits:
             self.counters["drop_unsolicited_data"] += 1
             return
@@ -591,16 +478,13 @@ class Endpoint:
         except DecodeError:
             self.counters["drop_malformed"] += 1
             return
-        recs = self._pending.get(iv.name, [])
-        # NFD's rule: a Nack answers the transmission whose Nonce it carries; a Nack for an
-        # earlier transmission (since retransmitted) is stale.
-        match = next((r for r in recs if r.wire[r.nonce_pos : r.nonce_pos + 4] == iv.nonce), None)
-        if match is None:
+        recs = self._table.match_nack(iv.name, iv.nonce)  # none for a stale Nack
+        if not recs:
             self.counters["drop_unsolicited_nack"] += 1
             return
         self.counters["in_nack"] += 1
         uri = to_uri(iv.name)
-        for rec in [r for r in recs if (r.prefix, r.mbf) == (match.prefix, match.mbf)]:
+        for rec in recs:
             self._fail(rec, InterestNack(reason, uri))
 
     def _on_interest(self, wire: bytes, token: bytes | None) -> None:
@@ -609,11 +493,11 @@ class Endpoint:
         except DecodeError:
             self.counters["drop_malformed"] += 1
             return
-        if self._triggers:
+        if self._table.triggers_waiting:
             key = ri_key(iv.name, iv.name_ends)
             if key is not None:
                 self._extend_trigger(key, iv.lifetime)
-        handler = self._lookup(iv.name, iv.name_ends)
+        handler = self.handlers.lookup(iv.name, iv.name_ends)
         if handler is None:
             self.counters["drop_no_handler"] += 1
             return
@@ -645,16 +529,6 @@ class Endpoint:
         if not task.cancelled() and task.exception() is not None:
             self.counters["handler_error"] += 1
             log.error("handler failed", exc_info=task.exception())
-
-    def _lookup(self, name: bytes, ends: list[int]) -> Handler | None:
-        handlers = self._handlers
-        n = len(ends)
-        for depth in self._depths:
-            if depth <= n:
-                entry = handlers.get(name[: ends[depth - 1]] if depth else b"")
-                if entry is not None:
-                    return entry[0]
-        return None
 
     # ---- transport -------------------------------------------------------------------------
 
@@ -703,6 +577,5 @@ class Endpoint:
             task.cancel()
 
     def _fail_all(self, make: Callable[[], BaseException]) -> None:
-        for recs in list(self._pending.values()):
-            for rec in list(recs):
-                self._fail(rec, make())
+        for rec in self._table.entries():
+            self._fail(rec, make())

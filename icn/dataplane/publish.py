@@ -8,7 +8,9 @@ built last are kept for retransmissions, up to ``cache_bytes`` (16 MiB); an olde
 again is built again (the same packet, for a deterministic signer: DigestSha256, HMAC,
 Ed25519).  Keeping every segment would hold a second copy of a large object, in memory the
 producer touches for the first time (its page faults cost as much as the copy).  Every segment
-carries FinalBlockId, so the first answer tells the consumer how many to ask for.
+carries FinalBlockId, so the first answer tells the consumer how many to ask for.  An endpoint
+serves one with ``await ep.serve(obj.prefix, obj.handler)`` (``signer=ep.signer`` to sign as
+the endpoint does).
 
 With ``manifest=True`` the object is signed once: its segments carry DigestSha256 and the
 object's signer signs only a manifest of their digests (:mod:`icn.security.manifest`), served

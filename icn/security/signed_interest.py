@@ -17,9 +17,9 @@ import os
 import threading
 import time
 
-from icn.errors import DecodeError, EncodeError
+from icn.errors import EncodeError
 from icn.wire import tlv_types as T
-from icn.wire.name import component_ends
+from icn.wire.encode import EncodedInterest, checked_component_ends
 from icn.wire.signer import DIGEST_SHA256, Signer
 from icn.wire.tlv import encode_nni_tlv, encode_tlv, encode_varnum, iter_tlvs
 
@@ -38,20 +38,23 @@ def next_signature_time() -> int:
         return _last_sig_time
 
 
-def _strip_params_digest(name: bytes) -> bytes:
+def _strip_params_digest(name: bytes) -> tuple[bytes, list[int]]:
     """The name without ParametersSha256Digest components (a name copied from a received
-    signed Interest carries the old one, which must not be signed or duplicated)."""
-    try:
-        ends = component_ends(name)
-    except DecodeError as exc:
-        raise EncodeError(f"malformed name: {exc}") from None
+    signed Interest carries the old one, which must not be signed or duplicated), and its
+    component ends."""
+    ends = checked_component_ends(name)
     parts = []
-    prev = 0
+    kept = []
+    prev = size = 0
     for end in ends:
         if name[prev] != T.COMP_PARAMS_DIGEST:
             parts.append(name[prev:end])
+            size += end - prev
+            kept.append(size)
         prev = end
-    return b"".join(parts)
+    if len(kept) == len(ends):
+        return name, ends
+    return b"".join(parts), kept
 
 
 def _signature_info(signer: Signer, key_locator: bytes | None, nonce: bytes, when: int) -> bytes:
@@ -80,14 +83,47 @@ def make_signed_interest(
     forwarding_hint: list[bytes] | None = None,
     nonce: bytes | None = None,
 ) -> bytes:
+    """Encode a v0.3 signed Interest: the wire of :func:`encode_signed_interest`."""
+    return encode_signed_interest(
+        name,
+        app_params=app_params,
+        signer=signer,
+        sig_nonce=sig_nonce,
+        sig_time_ms=sig_time_ms,
+        lifetime=lifetime,
+        can_be_prefix=can_be_prefix,
+        must_be_fresh=must_be_fresh,
+        key_locator=key_locator,
+        hop_limit=hop_limit,
+        forwarding_hint=forwarding_hint,
+        nonce=nonce,
+    ).wire
+
+
+def encode_signed_interest(
+    name: bytes,
+    *,
+    app_params: bytes = b"",
+    signer: Signer = DIGEST_SHA256,
+    sig_nonce: bytes | None = None,
+    sig_time_ms: int | None = None,
+    lifetime: int | None = None,
+    can_be_prefix: bool = False,
+    must_be_fresh: bool = False,
+    key_locator: bytes | None = None,
+    hop_limit: int | None = None,
+    forwarding_hint: list[bytes] | None = None,
+    nonce: bytes | None = None,
+) -> EncodedInterest:
     """Encode a v0.3 signed Interest; ``name`` and ``key_locator`` are name values.
 
     ``sig_nonce`` defaults to 8 random octets and ``sig_time_ms`` to now, strictly increasing
     per process (an explicit time is used as given); ``lifetime`` None leaves InterestLifetime
     out (4 s by the spec).  The ParametersSha256Digest component is appended last.  Raises
-    EncodeError on bad fields.
+    EncodeError on bad fields.  Returns the offsets it wrote with the wire
+    (:class:`~icn.wire.encode.EncodedInterest`).
     """
-    name = _strip_params_digest(name)
+    name, ends = _strip_params_digest(name)
     if not name:
         raise EncodeError("an Interest name needs at least one component")
     if nonce is not None and len(nonce) != 4:
@@ -115,6 +151,7 @@ def make_signed_interest(
     if forwarding_hint:
         hint = b"".join(encode_tlv(T.NAME, n) for n in forwarding_hint)
         parts.append(encode_tlv(T.FORWARDING_HINT, hint))
+    nonce_at = sum(map(len, parts)) + 2
     parts.append(b"\x0a\x04" + (nonce if nonce is not None else os.urandom(4)))
     if lifetime is not None:
         parts.append(encode_nni_tlv(T.INTEREST_LIFETIME, lifetime))
@@ -122,4 +159,6 @@ def make_signed_interest(
         parts.append(b"\x22\x01" + bytes((hop_limit,)))
     parts.append(block)
     value = b"".join(parts)
-    return b"\x05" + encode_varnum(len(value)) + value
+    header = b"\x05" + encode_varnum(len(value))
+    ends.append(len(full_name))
+    return EncodedInterest(header + value, full_name, ends, len(header) + nonce_at)

@@ -90,7 +90,7 @@ def segment_of(iv: InterestView) -> int:
 @pytest.mark.parametrize("kind", TRANSPORTS)
 async def test_express_and_serve_over_each_transport(kind: str, connect: Connect) -> None:
     producer, consumer = await connect(kind), await connect(kind)
-    await producer.register("/p", echo())
+    await producer.serve("/p", echo())
     assert producer.face_id is not None and producer.face_id >= 256
     data = await consumer.express("/p/x", timeout=5)
     assert data.name == from_uri("/p/x") and data_content(data) == b"hello"
@@ -108,7 +108,7 @@ async def test_signed_interest_reaches_the_producer_intact(connect: Connect) -> 
         seen.append(iv.wire)
         reply(make_data(iv.name, b"ok"))
 
-    await producer.register("/rpc", handler)
+    await producer.serve("/rpc", handler)
     await consumer.express("/rpc/f", signed=True, app_params=b"\x01\x02", timeout=5)
     _, _, params, sig = ndn_parse_interest(seen[0])
     assert bytes(params) == b"\x01\x02" and sig.signature_info.signature_time
@@ -125,7 +125,7 @@ async def test_nack_no_route(connect: Connect) -> None:
 async def test_timeout_after_retries_each_lifetime_respected(connect: Connect) -> None:
     producer, consumer = await connect("unix"), await connect("tcp")
     nonces: list[bytes | None] = []
-    await producer.register("/silent", lambda iv, reply: nonces.append(iv.nonce))
+    await producer.serve("/silent", lambda iv, reply: nonces.append(iv.nonce))
     start = time.monotonic()
     with pytest.raises(InterestTimeout) as info:
         await consumer.express("/silent/x", lifetime_ms=200, retries=2)
@@ -147,7 +147,7 @@ async def test_can_be_prefix_and_implicit_digest(connect: Connect) -> None:
         else:
             reply(make_data(iv.name + version(7), b"V"))
 
-    await producer.register("/m", handler)
+    await producer.serve("/m", handler)
     longer = await consumer.express("/m/obj", can_be_prefix=True, timeout=5)
     assert longer.name == from_uri("/m/obj") + version(7) and data_content(longer) == b"V"
     with pytest.raises(InterestTimeout):  # a longer name does not satisfy an exact Interest
@@ -162,7 +162,7 @@ async def test_concurrent_expresses_of_one_name_all_get_the_data(connect: Connec
     producer, consumer = await connect("unix"), await connect("unix")
     loop = asyncio.get_running_loop()
     # answer late, so that every Interest is pending when the Data comes back
-    await producer.register("/c", lambda iv, reply: loop.call_later(0.1, echo(b"same"), iv, reply))
+    await producer.serve("/c", lambda iv, reply: loop.call_later(0.1, echo(b"same"), iv, reply))
     results = await asyncio.gather(*(consumer.express("/c/one", timeout=5) for _ in range(6)))
     assert {data_content(d) for d in results} == {b"same"}
     assert consumer.counters["timeout"] == 0 and consumer.pending == 0
@@ -195,7 +195,7 @@ async def test_connect_without_uri_follows_ndn_client_transport(
 async def test_close_cancels_pending(connect: Connect) -> None:
     producer, consumer = await connect("unix"), await connect("unix")
     arrived: list[object] = []
-    await producer.register("/slow", lambda iv, reply: arrived.append(iv))
+    await producer.serve("/slow", lambda iv, reply: arrived.append(iv))
     pending = asyncio.ensure_future(consumer.express("/slow/x"))
     await wait_until(lambda: arrived)  # pending: the producer has it and never answers
     consumer.close()
@@ -214,7 +214,7 @@ async def test_fetch_segments_of_a_1mb_object(connect: Connect) -> None:
         fb = segment(len(chunks) - 1)
         reply(make_data(base + segment(n), chunks[n], final_block_id=fb, freshness=1000))
 
-    await producer.register("/big", handler)
+    await producer.serve("/big", handler)
     async with asyncio.timeout(30):
         assert await consumer.fetch_segments("/big/file", window=16) == blob
     assert producer.counters["in_interest"] == len(chunks) and consumer.pending == 0
@@ -230,7 +230,7 @@ async def test_fetch_segments_when_only_the_last_segment_says_it_is_last(connect
             fb = segment(n) if n == len(chunks) - 1 else None
             reply(make_data(from_uri("/obj") + segment(n), chunks[n], final_block_id=fb))
 
-    await producer.register("/obj", handler)
+    await producer.serve("/obj", handler)
     got = await consumer.fetch_segments("/obj", window=8, lifetime_ms=500, timeout=10)
     assert got == b"".join(chunks) and consumer.pending == 0
 
@@ -294,7 +294,7 @@ async def test_malformed_input_is_counted_not_raised(workdir: Path) -> None:
 
 async def test_register_unregister_and_refused_commands(connect: Connect) -> None:
     producer, consumer = await connect("unix"), await connect("tcp")
-    await producer.register("/r", echo())
+    served = await producer.serve("/r", echo())
     assert data_content(await consumer.express("/r/1", timeout=5)) == b"hello"
     body = await mgmt.command(consumer, "rib", "register", name="/q", cost=5)
     assert body["name"] == "/q" and body["cost"] == 5 and body["face_id"] >= 256
@@ -302,20 +302,20 @@ async def test_register_unregister_and_refused_commands(connect: Connect) -> Non
         await mgmt.command(consumer, "rib", "no-such-verb")
     assert info.value.status == 501 and "rib/no-such-verb" in str(info.value)
     with pytest.raises(CommandFailed) as info:  # refused: the handler is not left behind
-        await producer.register("/x" * 40, echo())
-    assert info.value.status >= 400 and len(producer._handlers) == 1
+        await producer.serve("/x" * 40, echo())
+    assert info.value.status >= 400 and len(producer.handlers) == 1
     created = await mgmt.command(consumer, "faces", "create", uri="udp4://127.0.0.1:9")
     with pytest.raises(CommandFailed) as info:  # 409 carries the existing face
         await mgmt.command(consumer, "faces", "create", uri="udp4://127.0.0.1:9")
     assert info.value.status == 409 and info.value.body["face_id"] == created["face_id"]
-    await producer.unregister("/r")
+    await served.close()
     with pytest.raises(InterestNack):
         await consumer.express("/r/2", timeout=5)
 
 
 async def test_status_datasets(connect: Connect, fwd: ForwarderDaemon) -> None:
     producer = await connect("unix")
-    await producer.register("/d", echo())
+    await producer.serve("/d", echo())
     general = await mgmt.status(producer, "status/general")
     assert general["nfd_version"] and general["n_fib_entries"] >= 1
     faces = await mgmt.status(producer, "faces/list")
@@ -356,10 +356,10 @@ async def test_dispatch_by_longest_prefix_async_handlers_and_pit_tokens(workdir:
 
     try:
         async with await Endpoint.connect(f"unix://{path}", max_pending=1) as ep:
-            ep.add_handler("/a", echo(b"short"))
-            ep.add_handler("/a/b", echo(b"long"))
-            ep.add_handler("/late", late)
-            ep.add_handler("/broken", broken)
+            ep.handlers.add("/a", echo(b"short"))
+            ep.handlers.add("/a/b", echo(b"long"))
+            ep.handlers.add("/late", late)
+            ep.handlers.add("/broken", broken)
             async with asyncio.timeout(2):
                 while not peer:  # the server side accepts a moment after the client connects
                     await asyncio.sleep(0.005)
@@ -381,7 +381,7 @@ async def test_dispatch_by_longest_prefix_async_handlers_and_pit_tokens(workdir:
             send(make_interest(from_uri("/nothing")))
             assert b"short" in await ask("/a/after")  # still serving
             assert ep.counters["handler_error"] == 1 and ep.counters["drop_no_handler"] == 1
-            ep.remove_handler("/a/b")
+            ep.handlers.remove("/a/b")
             assert b"short" in await ask("/a/b/c")
             first = asyncio.ensure_future(ep.express("/p", lifetime_ms=500))
             await asyncio.sleep(0)  # one turn of the loop: the first Interest is pending

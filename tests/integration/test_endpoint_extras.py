@@ -15,8 +15,9 @@ from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.memory import memory_pair
 from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content
-from icn.errors import InterestCanceled, InterestTimeout, ValidationError
+from icn.errors import CommandFailed, InterestCanceled, InterestTimeout, ValidationError
 from icn.wire.encode import make_data, make_interest
 from icn.wire.name import from_uri, to_uri
 from icn.wire.packet import DataView, InterestView, parse_interest
@@ -70,7 +71,8 @@ async def test_handler_may_answer_later(daemon: ForwarderDaemon) -> None:
 async def test_publish_and_windowed_fetch_of_a_large_object(daemon: ForwarderDaemon) -> None:
     producer, consumer = attach_endpoint(daemon), attach_endpoint(daemon)
     blob = os.urandom(3_000_000)
-    obj = await producer.publish("/big/obj", blob, freshness=10_000)
+    obj = SegmentedObject(from_uri("/big/obj"), blob, freshness=10_000, signer=producer.signer)
+    served = await producer.serve(obj.prefix, obj.handler)
     assert obj.last_segment == (len(blob) - 1) // 8000
     got = await consumer.fetch_segments("/big/obj", window=16, timeout=30)
     assert got == blob
@@ -78,8 +80,42 @@ async def test_publish_and_windowed_fetch_of_a_large_object(daemon: ForwarderDae
     # a second fetch comes from the forwarder's content store
     again = await consumer.fetch_segments("/big/obj", window=16, timeout=30)
     assert again == blob and obj.served == obj.last_segment + 1
-    await producer.unpublish(obj)
+    await served.close()
     producer.close()
+    consumer.close()
+
+
+async def test_served_handle_withdraws_once_and_a_refused_serve_restores(
+    daemon: ForwarderDaemon,
+) -> None:
+    producer, consumer = attach_endpoint(daemon), attach_endpoint(daemon)
+    hi = lambda iv, reply: reply(make_data(iv.name, b"hi"))  # noqa: E731
+    async with await producer.serve("/h", hi) as served:
+        assert served.prefix == from_uri("/h") and served.registered
+        assert data_content(await consumer.express("/h/1", timeout=5)) == b"hi"
+    assert "/h" not in producer.handlers
+    await wait_until(lambda: daemon.fw.fib.get(from_uri("/h")) is None, 2)
+    await served.close()  # idempotent
+    assert served.prefix not in producer.handlers
+    # without a route: close only drops the handler
+    local = await producer.serve("/local", hi, register=False)
+    assert daemon.fw.fib.get(from_uri("/local")) is None and "/local" in producer.handlers
+    await local.close()
+    assert "/local" not in producer.handlers
+    # a refused registration puts back the handler the prefix had
+    long = "/x" * 40
+    producer.handlers.add(long, hi)
+    with pytest.raises(CommandFailed):
+        await producer.serve(long, lambda iv, reply: None)
+    assert producer.handlers.get(long) is hi
+    # the connection lost while the route is withdrawn raises nothing: it went with the face
+    kept = await producer.serve("/kept", hi)
+    closing = asyncio.ensure_future(kept.close())
+    await asyncio.sleep(0)  # rib/unregister sent, its answer pending
+    producer.close()
+    await closing
+    assert "/kept" not in producer.handlers
+    await kept.close()  # and once the endpoint is closed, nothing is sent
     consumer.close()
 
 
@@ -120,8 +156,8 @@ async def test_reflexive_interests_extend_the_trigger_and_reach_the_filter() -> 
         answered.append(iv.name)
         reply(make_data(iv.name, b"args"))  # type: ignore[operator]
 
-    key = ep.add_reflexive(rnp, on_ri)
-    assert key == reflexive_key(rnp)
+    key = reflexive_key(rnp)
+    ep.handlers.add(key, on_ri)
     ti = from_uri("/svc/fn")
     task = asyncio.ensure_future(ep.express(trigger_name(ti, rnp), lifetime_ms=300))
     await wait_until(lambda: fake.received, 2)
@@ -140,7 +176,7 @@ async def test_reflexive_interests_extend_the_trigger_and_reach_the_filter() -> 
     with pytest.raises(InterestTimeout):
         await asyncio.wait_for(task, 2)
     assert ep.counters["trigger_extended"] == 1 and ep.counters["drop_no_handler"] == 1
-    ep.remove_reflexive(rnp)
+    ep.handlers.remove(key)
     ep.close()
     with pytest.raises(InterestCanceled):
         await ep.express("/after/close")
@@ -154,10 +190,10 @@ async def test_handlers_come_and_go_by_longest_prefix() -> None:
     def tag(label: str) -> Callable[[InterestView, object], None]:
         return lambda iv, reply: got.append(label)
 
-    ep.add_handler("/a", tag("a"))
-    ep.add_handler("/a/b", tag("ab"))
-    ep.add_handler("/x/y", tag("xy"))
-    ep.add_handler("/a/b", tag("ab2"))  # replaces, does not double-count its depth
+    ep.handlers.add("/a", tag("a"))
+    ep.handlers.add("/a/b", tag("ab"))
+    ep.handlers.add("/x/y", tag("xy"))
+    ep.handlers.add("/a/b", tag("ab2"))  # replaces, does not double-count its depth
 
     async def send(uri: str) -> None:
         # each Interest is dispatched to a handler or dropped for want of one
@@ -167,13 +203,13 @@ async def test_handlers_come_and_go_by_longest_prefix() -> None:
 
     await send("/a/b/c")
     await send("/x/y/z")
-    ep.remove_handler("/a/b")
+    ep.handlers.remove("/a/b")
     await send("/a/b/c")  # falls back to the shorter prefix
     await send("/x/y/z")  # depth 2 still served for /x/y
-    ep.remove_handler("/x/y")
-    ep.remove_handler("/x/y")  # idempotent
+    ep.handlers.remove("/x/y")
+    ep.handlers.remove("/x/y")  # idempotent
     await send("/x/y/z")
-    ep.remove_handler("/a")
+    ep.handlers.remove("/a")
     await send("/a/b/c")
     assert got == ["ab2", "xy", "a", "xy"]
     assert ep.counters["drop_no_handler"] == 2

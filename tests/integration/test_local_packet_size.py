@@ -85,7 +85,7 @@ async def test_unix_endpoints_exchange_1mib_and_the_largest_local_packet(
     producer = await open_ep(fwd, "unix", endpoints)
     consumer = await open_ep(fwd, "unix", endpoints)
     served: list[bytes] = []
-    await producer.register("/big", sized_producer(served))
+    await producer.serve("/big", sized_producer(served))
     one = await consumer.express(f"/big/{MIB}/a", timeout=10, retries=0)
     assert len(one.wire) == MIB and len(data_content(one)) > MIB - 100
     biggest = await consumer.express(f"/big/{T.MAX_LOCAL_PACKET_SIZE}/b", timeout=10, retries=0)
@@ -150,7 +150,7 @@ async def test_network_face_carries_8800_and_drops_larger_packets_from_local_app
 ) -> None:
     producer = await open_ep(fwd, "unix", endpoints)
     consumer = await open_ep(fwd, kind, endpoints)
-    await producer.register("/big", sized_producer([]))
+    await producer.serve("/big", sized_producer([]))
     fits = await consumer.express(f"/big/{T.MAX_PACKET_SIZE}/a", timeout=5, retries=0)
     assert len(fits.wire) == T.MAX_PACKET_SIZE
     for n, size in enumerate((T.MAX_PACKET_SIZE + 1, MIB)):

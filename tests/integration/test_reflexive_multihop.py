@@ -19,7 +19,8 @@ import yaml
 
 from apps.procs import Child, ProcessGroup, icn_argv
 from apps.topology import free_udp_port
-from icn.dataplane.endpoint import Endpoint, Reply
+from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.handlers import Reply
 from icn.dataplane.segments import data_content
 from icn.errors import InterestTimeout
 from icn.wire.encode import make_data
@@ -80,7 +81,7 @@ async def test_reflexive_exchange_across_three_hops(line: Line) -> None:
             seen.append(key)
             reply(make_data(iv.name, b"result of " + data_content(arg), freshness=0))
 
-        await producer.register("/svc", serve)
+        await producer.serve("/svc", serve)
 
         rnp = secrets.token_bytes(16)
         key = reflexive_component(rnp)
@@ -88,7 +89,7 @@ async def test_reflexive_exchange_across_three_hops(line: Line) -> None:
         def answer(iv: InterestView, reply: Reply) -> None:
             reply(make_data(iv.name, b"x=42", freshness=0))
 
-        consumer.add_handler(key, answer)
+        consumer.handlers.add(key, answer)
         async with asyncio.timeout(20):
             td = await consumer.express(from_uri("/svc/fn") + key, lifetime_ms=TI_LIFETIME_MS)
         assert data_content(td) == b"result of x=42"

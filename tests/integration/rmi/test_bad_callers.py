@@ -32,13 +32,13 @@ async def call_with(ep: Endpoint, function: str, answer: object) -> dict[str, ob
         if wire:
             reply(wire)  # type: ignore[operator]
 
-    ep.add_reflexive(rnp, handler)
+    ep.handlers.add(key, handler)
     try:
         td = await ep.express(
             trigger_name(from_uri(f"/svc/{function}"), rnp), lifetime_ms=2000, timeout=10
         )
     finally:
-        ep.remove_reflexive(rnp)
+        ep.handlers.remove(key)
     return open_envelope(data_content(td))  # raises the typed error
 
 

@@ -22,7 +22,7 @@ async def counting_producer(ctx: ServiceContext) -> None:
         reply(template.build(iv.name, b"x" * 100))
 
     ep = await ctx.endpoint()
-    await ep.register(from_uri(str(ctx.args["prefix"])), answer)
+    await ep.serve(from_uri(str(ctx.args["prefix"])), answer)
     ctx.ready()
     while not ep.closed:
         ctx.metric("served", served)

@@ -206,7 +206,7 @@ async def test_an_undecodable_batch_is_dropped_counted_and_asked_again() -> None
             body = b"\xc1 not msgpack" if asked[0] == 1 else good
             reply(producer.make_data(iv.name, body, freshness=0))
 
-        await producer.register(stream, answer)
+        await producer.serve(stream, answer)
         counters: Counter[str] = Counter()
         inlet = Inlet(reader, stream, "r.0", counters=counters, max_window=1)
         inlet.start()

@@ -23,14 +23,16 @@ class _Rec:
         self.future = future
 
 
+class _Served:
+    async def close(self) -> None:
+        pass
+
+
 class FakeEndpoint:
     """Just what an instance and an outbox call: Interests never answered, Data as bytes."""
 
-    async def offer(self, prefix: bytes, handler: Any, *, register: bool) -> None:
-        pass
-
-    async def withdraw(self, prefix: bytes, *, registered: bool) -> None:
-        pass
+    async def serve(self, prefix: bytes, handler: Any, *, register: bool = True) -> _Served:
+        return _Served()
 
     def start(self, name: bytes, **_: Any) -> _Rec:
         return _Rec(asyncio.get_running_loop().create_future())
