@@ -1,26 +1,28 @@
-"""The ``icn`` command: run a forwarder, the demo, and the load generator."""
+"""The ``icn`` command: run a forwarder, the demo, and the load generator.
+
+The other commands live in their own modules (``apps.cli_mgmt``, ``cli_tools``, ``cli_rmi``,
+``cli_scenario``, ``cli_flow``), and :func:`main` imports only the one the command line runs:
+every ``icn`` process (forwarders, management commands, services) would otherwise pay the
+imports of all of them (the endpoint, cryptography, rich) before doing anything.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from apps import cli_mgmt, cli_rmi, cli_tools
-from apps.cli_flow import flow_app
-from apps.cli_scenario import scenario_app
 from apps.loop import run_loop
 from icn.errors import ConfigError, IcnError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="ICN forwarder and tools.")
 loadgen_app = typer.Typer(no_args_is_help=True, help="Lean consumer and producer for load tests.")
 app.add_typer(loadgen_app, name="loadgen")
-app.add_typer(scenario_app, name="scenario")
-app.add_typer(flow_app, name="flow")
 
 
 def _fail(msg: str, code: int = 1) -> None:
@@ -202,12 +204,67 @@ def loadgen_consume(
         raise typer.Exit(1)
 
 
-cli_mgmt.register(app)  # status, face, route, strategy, cs
-cli_tools.register(app)  # peek, poke, ping, ping-server
-cli_rmi.register(app)  # serve, call, key
+OWN_COMMANDS = frozenset({"fwd", "demo", "loadgen"})
+_added: set[Callable[[typer.Typer], None]] = set()
+
+
+def _add_scenario(cli: typer.Typer) -> None:
+    from apps.cli_scenario import scenario_app
+
+    cli.add_typer(scenario_app, name="scenario")
+
+
+def _add_flow(cli: typer.Typer) -> None:
+    from apps.cli_flow import flow_app
+
+    cli.add_typer(flow_app, name="flow")
+
+
+def _add_mgmt(cli: typer.Typer) -> None:
+    from apps import cli_mgmt
+
+    cli_mgmt.register(cli)
+
+
+def _add_tools(cli: typer.Typer) -> None:
+    from apps import cli_tools
+
+    cli_tools.register(cli)
+
+
+def _add_rmi(cli: typer.Typer) -> None:
+    from apps import cli_rmi
+
+    cli_rmi.register(cli)
+
+
+# The commands each module adds, in the order `icn --help` lists them.
+LAZY_COMMANDS: tuple[tuple[frozenset[str], Callable[[typer.Typer], None]], ...] = (
+    (frozenset({"scenario"}), _add_scenario),
+    (frozenset({"flow"}), _add_flow),
+    (frozenset({"status", "face", "route", "strategy", "cs"}), _add_mgmt),
+    (frozenset({"peek", "poke", "ping", "ping-server"}), _add_tools),
+    (frozenset({"serve", "call", "key"}), _add_rmi),
+)
+
+
+def add_commands(args: Sequence[str]) -> None:
+    """Add to :data:`app` the module of the command ``args`` (the arguments after ``icn``)
+    runs; none for this module's own commands; all when it names none of theirs (``--help``,
+    no command, a typo), so typer lists them or suggests among them as before."""
+    # ``icn`` itself takes no option with a value, so the first word is the command.
+    word = next((a for a in args if not a.startswith("-")), None)
+    if word in OWN_COMMANDS:
+        return
+    wanted = [add for names, add in LAZY_COMMANDS if word in names]
+    for add in wanted or [add for _names, add in LAZY_COMMANDS]:
+        if add not in _added:  # once per process, however often main() runs
+            _added.add(add)
+            add(app)
 
 
 def main() -> None:
+    add_commands(sys.argv[1:])
     try:
         app()
     except BrokenPipeError:

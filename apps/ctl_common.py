@@ -4,7 +4,8 @@ An operator or a script runs these commands, so a failure must be one line on st
 what to do, with an exit code a script can branch on, never a traceback.  All commands find the
 forwarder the same way (:func:`pick_transport`), run through :func:`run`, which owns the mapping
 from the project's exceptions to those lines and codes, and print either rich tables for people
-or JSON for scripts.
+or JSON for scripts.  rich is imported where a table is printed, so JSON output and the
+commands that print no table do not load it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from apps.loop import run_loop
 from icn.dataplane.client_conf import DEFAULT_SOCKET, ENV_VAR, resolve_transport
@@ -36,6 +34,9 @@ from icn.errors import (
     InterestTimeout,
 )
 from icn.wire.name import from_uri
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 T = TypeVar("T")
 
@@ -161,6 +162,8 @@ def run(action: str, main: Callable[[], Awaitable[T]]) -> T:
 
 def _console() -> Console:
     """Rich console; when piped, wide enough that no cell is cut at 80 columns."""
+    from rich.console import Console
+
     console = Console()
     return console if console.is_terminal else Console(width=240)
 
@@ -181,6 +184,9 @@ def emit(as_json: bool, data: Any, text: str | Callable[[], None]) -> None:
 
 def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """A table whose cells fold rather than being cut, so URIs stay whole."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(title=title, box=box.SIMPLE, title_justify="left")
     for col in columns:
         table.add_column(col, overflow="fold")
@@ -196,6 +202,8 @@ def yes_no(value: Any) -> Any:
 
 def print_fields(title: str | None, fields: Sequence[tuple[str, Any]]) -> None:
     """Key/value pairs as a two-column table (status, cs info); booleans as yes/no."""
+    from rich.table import Table
+
     table = Table(title=title, box=None, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(overflow="fold")

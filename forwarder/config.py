@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from forwarder.face.link_settings import ShaperConfig
@@ -217,6 +216,8 @@ def read_config_mapping(path: str | Path) -> dict[str, Any]:
         text = p.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
+    import yaml  # here: a daemon started with flags only reads no YAML
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -7,9 +7,7 @@ command means, whether a prefix is acceptable).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Protocol
-
-from ndn.app_support.nfd_mgmt import ControlParametersValue
+from typing import TYPE_CHECKING, Protocol
 
 from forwarder.face.face_table import FaceTable
 from forwarder.fw.forwarder import Forwarder
@@ -22,6 +20,9 @@ from forwarder.mgmt.control import (
 )
 from forwarder.mgmt.rib import Rib
 from icn.wire.name import component_ends
+
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
 
 
 class Managed(Protocol):

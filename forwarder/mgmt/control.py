@@ -4,18 +4,24 @@ python-ndn's TLV models are the reference codec for management (DESIGN §3): com
 so the 50 µs a model costs does not matter here, and using the same models python-ndn and pynfdc
 use keeps the field numbers and their order in one place.  A handler raises
 :class:`ControlError` to answer with a status code; everything else answers 200.
+
+``ndn.app_support.nfd_mgmt`` is imported where a message is decoded or encoded, never at module
+import: it pulls in ``ndn.security`` (Cryptodome, an sqlite keychain), about 80 ms of CPU and
+7 MB that a forwarder nobody manages should not pay at start (issue 23).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ndn.app_support.nfd_mgmt import ControlParameters, ControlParametersValue, ControlResponse
 from ndn.encoding import DecodeError as NdnDecodeError
 from ndn.encoding import Name
 
 from icn.wire import tlv_types as T
 from icn.wire.tlv import encode_tlv, read_tl
+
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
 
 # NFD's status codes (protocols.md §4.4)
 OK = 200
@@ -45,14 +51,18 @@ class ControlError(Exception):
         self.body = body
 
 
-def decode_params(tlv: bytes | None, model: Any = ControlParameters) -> ControlParametersValue:
+def decode_params(tlv: bytes | None, model: Any = None) -> ControlParametersValue:
     """The ControlParameters element (type 0x68, whole TLV) as a model.
 
-    ``model`` is the python-ndn model of the whole element; a command with extension fields
-    (python-ndn skips unknown non-critical ones) passes its own, whose ``cp`` extends
-    ControlParametersValue.  Absent parameters read as an empty ``cp``; malformed ones raise
-    ``ControlError(400)``.
+    ``model`` is the python-ndn model of the whole element (None: NFD's ControlParameters); a
+    command with extension fields (python-ndn skips unknown non-critical ones) passes its own,
+    whose ``cp`` extends ControlParametersValue.  Absent parameters read as an empty ``cp``;
+    malformed ones raise ``ControlError(400)``.
     """
+    if model is None:
+        from ndn.app_support.nfd_mgmt import ControlParameters
+
+        model = ControlParameters
     if not tlv:
         return model.cp.model_type()
     try:
@@ -67,6 +77,8 @@ def decode_params(tlv: bytes | None, model: Any = ControlParameters) -> ControlP
 def encode_response(status: int, text: str, body: ControlParametersValue | None = None) -> bytes:
     """A ControlResponse TLV.  The body is always present (possibly empty): python-ndn's
     ``parse_response`` crashes on a response without one."""
+    from ndn.app_support.nfd_mgmt import ControlParametersValue, ControlResponse
+
     resp = ControlResponse()
     resp.status_code = status
     # python-ndn sizes a String field by its characters and then writes its UTF-8 octets, so

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from ndn.app_support.nfd_mgmt import ControlParametersValue, CsInfo
+from typing import TYPE_CHECKING
 
 from forwarder.mgmt.context import Managed, checked_prefix
 from forwarder.mgmt.control import BAD_PARAMS, ControlError, set_name
 from forwarder.mgmt.dispatcher import Dispatcher
 from icn.wire.tlv import encode_tlv
+
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
 
 CS_ENABLE_ADMIT = 1
 CS_ENABLE_SERVE = 2
@@ -21,6 +24,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return (CS_ENABLE_ADMIT if cs.admit else 0) | (CS_ENABLE_SERVE if cs.serve else 0)
 
     def config(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         if params.flags is not None and params.mask is None:
             raise ControlError(BAD_PARAMS, "Flags needs a Mask saying which bits to change")
         if params.capacity is not None:
@@ -37,6 +42,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return body
 
     def erase(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         prefix = checked_prefix(params)
         limit = None if params.count is None else int(params.count)
         if limit is not None and limit <= 0:
@@ -50,6 +57,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return body
 
     def info(_requester: int, _extra: list[bytes]) -> bytes:
+        from ndn.app_support.nfd_mgmt import CsInfo
+
         msg = CsInfo()
         msg.capacity = cs.max_entries
         msg.flags = flags()

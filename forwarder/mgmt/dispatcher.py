@@ -17,9 +17,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
-
-from ndn.app_support.nfd_mgmt import ControlParameters, ControlParametersValue
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from forwarder.fw.forwarder_base import LOCALHOP
 from forwarder.mgmt.command_auth import (
@@ -44,14 +42,18 @@ from icn.wire.name import generic
 from icn.wire.packet import InterestView
 from icn.wire.tlv import read_tl
 
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
+
 log = logging.getLogger(__name__)
 
 NFD = b"\x08\x03nfd"
 RESPONSE_FRESHNESS_MS = 1000
 
-CommandResult: TypeAlias = ControlParametersValue | Awaitable[ControlParametersValue]
+# Strings: python-ndn's models are imported when a command arrives (forwarder.mgmt.control).
+CommandResult: TypeAlias = "ControlParametersValue | Awaitable[ControlParametersValue]"
 # handler(params, requester face id) -> response body (or an awaitable of it); raises ControlError
-CommandHandler: TypeAlias = Callable[[ControlParametersValue, int], CommandResult]
+CommandHandler: TypeAlias = Callable[["ControlParametersValue", int], CommandResult]
 # dataset(requester face id, extra name components after the verb) -> content bytes
 DatasetHandler: TypeAlias = Callable[[int, list[bytes]], bytes]
 # what the dispatcher answers through: (Data wire) -> None
@@ -75,20 +77,27 @@ class Dispatcher:
         self.store = store or DatasetStore()
         self.commands: dict[tuple[bytes, bytes], CommandHandler] = {}
         self.datasets: dict[tuple[bytes, bytes], DatasetHandler] = {}
-        # python-ndn model of the ControlParameters of commands that carry extension fields
-        self.param_models: dict[tuple[bytes, bytes], Any] = {}
+        # loaders of the python-ndn model of the ControlParameters of commands that carry
+        # extension fields
+        self.param_models: dict[tuple[bytes, bytes], Callable[[], Any]] = {}
         self.localhop_modules: set[bytes] = {b"rib"}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def add_command(
-        self, module: str, verb: str, handler: CommandHandler, params: Any = ControlParameters
+        self,
+        module: str,
+        verb: str,
+        handler: CommandHandler,
+        load_params: Callable[[], Any] | None = None,
     ) -> None:
-        """``params``: the python-ndn model of the whole ControlParameters element, for a
-        command whose parameters extend NFD's (see :func:`decode_params`)."""
+        """``load_params``: for a command whose parameters extend NFD's, a function returning
+        the python-ndn model of its whole ControlParameters element (see
+        :func:`decode_params`), called when such a command arrives so that the models are
+        imported only once management is used."""
         key = (module.encode(), verb.encode())
         self.commands[key] = handler
-        if params is not ControlParameters:
-            self.param_models[key] = params
+        if load_params is not None:
+            self.param_models[key] = load_params
 
     def add_dataset(self, module: str, verb: str, handler: DatasetHandler) -> None:
         self.datasets[(module.encode(), verb.encode())] = handler
@@ -132,9 +141,8 @@ class Dispatcher:
         scope = generic(f"face={requester}") if cmd.key_name == DIGEST_KEY_NAME else b""
         try:
             self.validator.check(cmd, scope)
-            params = decode_params(
-                cmd.params, self.param_models.get((module, verb), ControlParameters)
-            )
+            load_params = self.param_models.get((module, verb))
+            params = decode_params(cmd.params, None if load_params is None else load_params())
         except CommandRejected as exc:
             self._respond(iv, exc.status, exc.text)
             return
@@ -147,6 +155,8 @@ class Dispatcher:
     def _run(
         self, iv: InterestView, handler: CommandHandler, params: ControlParametersValue, face: int
     ) -> None:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         try:
             result = handler(params, face)
         except ControlError as exc:

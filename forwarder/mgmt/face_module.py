@@ -10,14 +10,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Any
-
-from ndn.app_support.nfd_mgmt import (
-    ControlParametersValue,
-    FaceQueryFilter,
-    FaceStatus,
-    FaceStatusMsg,
-)
+from typing import TYPE_CHECKING, Any
 
 from forwarder.face.face import Face
 from forwarder.face.uri import FaceUri, parse_face_uri
@@ -33,6 +26,9 @@ from forwarder.mgmt.dispatcher import Dispatcher
 from forwarder.mgmt.mgmt_face import MGMT_FACE_ID, MGMT_FACE_URI
 from icn.errors import DecodeError, FaceError
 from icn.wire.tlv import read_tl
+
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue, FaceStatus
 
 PERSISTENT, ON_DEMAND, PERMANENT = 0, 1, 2
 # What faces/create can make: NFD answers 406 for a well-formed URI of any other scheme.
@@ -54,6 +50,8 @@ def _persistency(face: Face, permanent: set[int]) -> int:
 
 
 def _body(face: Face, permanent: set[int]) -> ControlParametersValue:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
+
     body = ControlParametersValue()
     body.face_id = face.face_id
     body.uri = face.remote_uri
@@ -66,6 +64,8 @@ def _body(face: Face, permanent: set[int]) -> ControlParametersValue:
 def _update_body(face: Face, permanent: set[int]) -> ControlParametersValue:
     """The faces/update reply as NFD's: FaceId, FacePersistency, Flags and the congestion
     settings, never the URIs (ndn-cxx's FaceUpdateCommand rejects a reply carrying them)."""
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
+
     body = ControlParametersValue()
     body.face_id = face.face_id
     body.face_persistency = _persistency(face, permanent)
@@ -82,6 +82,8 @@ def _scheme(uri: str) -> str | None:
 
 
 def _face_status(st: dict[str, Any], persistency: int) -> FaceStatus:
+    from ndn.app_support.nfd_mgmt import FaceStatus
+
     fs = FaceStatus()
     fs.face_id = st["face_id"]
     fs.uri = st["remote_uri"]
@@ -148,6 +150,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return _body(face, permanent)
 
     def destroy(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         if params.face_id is None:
             raise ControlError(BAD_PARAMS, "faces/destroy needs a FaceId")
         face_id = int(params.face_id)
@@ -193,6 +197,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return _encode_faces(_parse_filter(extra[0]))
 
     def _encode_faces(flt: Any) -> bytes:
+        from ndn.app_support.nfd_mgmt import FaceStatusMsg
+
         msg = FaceStatusMsg()
         msg.face_status = []
         mgmt = {
@@ -215,6 +221,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
 
 def _parse_filter(component: bytes) -> Any:
     """The FaceQueryFilter carried in a faces/query component; 400 when unreadable."""
+    from ndn.app_support.nfd_mgmt import FaceQueryFilter
+
     try:
         _t, start, end = read_tl(component, 0, len(component))
         return FaceQueryFilter.parse(component[start:end]).face_query_filter

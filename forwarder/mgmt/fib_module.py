@@ -6,15 +6,20 @@ when their routes change, and may then override a hop set here (NFD behaves the 
 
 from __future__ import annotations
 
-from ndn.app_support.nfd_mgmt import ControlParametersValue, FibEntry, FibStatus, NextHopRecord
+from typing import TYPE_CHECKING
 
 from forwarder.mgmt.context import Managed, checked_prefix, target_face
 from forwarder.mgmt.control import FACE_GONE, INTERNAL, ControlError, set_name
 from forwarder.mgmt.dispatcher import Dispatcher
 
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
+
 
 def install(dispatcher: Dispatcher, ctx: Managed) -> None:
     def add_nexthop(params: ControlParametersValue, requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         prefix = checked_prefix(params)
         face_id = target_face(params, requester)
         if face_id not in ctx.fw.faces:
@@ -29,6 +34,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return body
 
     def remove_nexthop(params: ControlParametersValue, requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         prefix = checked_prefix(params)
         face_id = target_face(params, requester)
         ctx.fw.fib.remove_nexthop(prefix, face_id)  # absent: still 200, as NFD
@@ -38,6 +45,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return body
 
     def fib_list(_requester: int, _extra: list[bytes]) -> bytes:
+        from ndn.app_support.nfd_mgmt import FibEntry, FibStatus, NextHopRecord
+
         msg = FibStatus()
         msg.entries = []
         for entry in ctx.fw.fib:

@@ -21,9 +21,8 @@ unlimited) and ``dropped`` (packets its shaper dropped, lost or over the queue, 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ndn.app_support.nfd_mgmt import ControlParametersValue
 from pydantic import ValidationError
 
 from forwarder.face.link_settings import ShaperConfig
@@ -31,8 +30,10 @@ from forwarder.mgmt.context import Managed, target_face
 from forwarder.mgmt.control import BAD_PARAMS, NOT_FOUND, ControlError
 from forwarder.mgmt.dispatcher import Dispatcher
 from forwarder.mgmt.mgmt_face import MGMT_FACE_ID
-from icn.dataplane.mgmt_ext import LinkShapeCommandParameters
 from icn.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
 
 _FIELDS = ", ".join(ShaperConfig.model_fields)
 
@@ -61,12 +62,21 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
+def _shape_params_model() -> Any:
+    """The model of link/shape's ControlParameters, imported when such a command arrives."""
+    from icn.dataplane.mgmt_ext import LinkShapeCommandParameters
+
+    return LinkShapeCommandParameters
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 9)
 
 
 def install(dispatcher: Dispatcher, ctx: Managed) -> None:
     def shape(params: ControlParametersValue, requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         if params.face_id is None:
             raise ControlError(BAD_PARAMS, "link/shape needs a FaceId (0: the requesting face)")
         if params.link_shape is None:
@@ -106,5 +116,5 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
             )
         return json.dumps(rows).encode()
 
-    dispatcher.add_command("link", "shape", shape, params=LinkShapeCommandParameters)
+    dispatcher.add_command("link", "shape", shape, load_params=_shape_params_model)
     dispatcher.add_dataset("link", "list", listing)

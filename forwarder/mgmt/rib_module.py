@@ -6,17 +6,21 @@ Register answers 200 once the route is in the RIB, which has already pushed it i
 
 from __future__ import annotations
 
-from ndn.app_support.nfd_mgmt import ControlParametersValue, RibEntry, RibStatus
-from ndn.app_support.nfd_mgmt import Route as RouteMsg
+from typing import TYPE_CHECKING
 
 from forwarder.mgmt.context import Managed, checked_prefix, target_face
 from forwarder.mgmt.control import FACE_GONE, INTERNAL, ControlError, set_name
 from forwarder.mgmt.dispatcher import Dispatcher
 from forwarder.mgmt.rib import ORIGIN_APP, ROUTE_CHILD_INHERIT, Route
 
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
+
 
 def install(dispatcher: Dispatcher, ctx: Managed) -> None:
     def register(params: ControlParametersValue, requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         prefix = checked_prefix(params)
         face_id = target_face(params, requester)
         if face_id not in ctx.fw.faces:
@@ -41,6 +45,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return body
 
     def unregister(params: ControlParametersValue, requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         prefix = checked_prefix(params)
         face_id = target_face(params, requester)
         origin = ORIGIN_APP if params.origin is None else int(params.origin)
@@ -52,6 +58,9 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return body
 
     def rib_list(_requester: int, _extra: list[bytes]) -> bytes:
+        from ndn.app_support.nfd_mgmt import RibEntry, RibStatus
+        from ndn.app_support.nfd_mgmt import Route as RouteMsg
+
         now = ctx.fw.clock()
         msg = RibStatus()
         msg.entries = []

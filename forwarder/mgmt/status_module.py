@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-from ndn.app_support.nfd_mgmt import GeneralStatus
-
 from forwarder.mgmt.context import Managed
 from forwarder.mgmt.dispatcher import Dispatcher
 
@@ -14,6 +12,8 @@ VERSION = "icn-fwd 0.1"
 
 def install(dispatcher: Dispatcher, ctx: Managed) -> None:
     def general(_requester: int, _extra: list[bytes]) -> bytes:
+        from ndn.app_support.nfd_mgmt import GeneralStatus
+
         c = ctx.counters
         fw = ctx.fw
         msg = GeneralStatus()

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from ndn.app_support.nfd_mgmt import (
-    ControlParametersValue,
-    StrategyChoice,
-    StrategyChoiceMsg,
-)
-from ndn.app_support.nfd_mgmt import Strategy as StrategyMsg
+from typing import TYPE_CHECKING
+
 from ndn.encoding import Name
 
 from forwarder.fw.strategy_registry import resolve
@@ -17,8 +13,14 @@ from forwarder.mgmt.dispatcher import Dispatcher
 from icn.errors import ConfigError
 from icn.wire.name import from_uri
 
+if TYPE_CHECKING:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
+    from ndn.app_support.nfd_mgmt import Strategy as StrategyMsg
+
 
 def _strategy(name: str) -> StrategyMsg:
+    from ndn.app_support.nfd_mgmt import Strategy as StrategyMsg
+
     msg = StrategyMsg()
     set_name(msg, from_uri(name))
     return msg
@@ -26,6 +28,8 @@ def _strategy(name: str) -> StrategyMsg:
 
 def install(dispatcher: Dispatcher, ctx: Managed) -> None:
     def set_choice(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         prefix = checked_prefix(params)
         if params.strategy is None or params.strategy.name is None:
             raise ControlError(BAD_PARAMS, "strategy-choice/set needs a Strategy name")
@@ -44,6 +48,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return body
 
     def unset_choice(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
+        from ndn.app_support.nfd_mgmt import ControlParametersValue
+
         prefix = checked_prefix(params)
         if not prefix:
             raise ControlError(BAD_PARAMS, "the root prefix always has a strategy; set another")
@@ -53,6 +59,8 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         return body
 
     def choice_list(_requester: int, _extra: list[bytes]) -> bytes:
+        from ndn.app_support.nfd_mgmt import StrategyChoice, StrategyChoiceMsg
+
         msg = StrategyChoiceMsg()
         msg.strategy_choices = []
         for prefix, strategy in sorted(ctx.fw.strategy_choice, key=lambda item: item[0]):

@@ -5,6 +5,10 @@ codec, the same ones pynfdc and our forwarder's dispatcher use); the Interest it
 v0.3 signed Interest with DigestSha256, which NFD's default ``rib`` policy accepts.  Results are
 plain dicts (names as URIs, enums as lowercase names, flags as ints) that a CLI can print and
 dump as JSON.
+
+python-ndn's ``nfd_mgmt`` models are imported where a message is built or read, not with this
+module: they pull in ``ndn.security`` (Cryptodome, an sqlite keychain), and every program that
+imports the endpoint imports this module, most of them never managing anything.
 """
 
 from __future__ import annotations
@@ -12,24 +16,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from enum import Enum, Flag
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ndn.app_support.nfd_mgmt import (
-    ControlParameters,
-    ControlParametersValue,
-    ControlResponse,
-    CsInfo,
-    FaceStatusMsg,
-    FibStatus,
-    GeneralStatus,
-    RibStatus,
-    Strategy,
-    StrategyChoiceMsg,
-)
 from ndn.encoding import DecodeError as NdnDecodeError
 from ndn.encoding import ModelField, NameField, RepeatedField, TlvModel
 
-from icn.dataplane.mgmt_ext import encode_link_shape
 from icn.dataplane.segments import data_content
 from icn.errors import CommandFailed, DecodeError, EncodeError
 from icn.wire import tlv_types as T
@@ -44,7 +36,13 @@ CONTROL_RESPONSE = 0x65
 DATASET_RECORD = 0x80  # the wrapper NFD puts around each dataset record (CsInfo included)
 LOCALHOST_NFD = generic("localhost") + generic("nfd")
 LOCALHOP_NFD = generic("localhop") + generic("nfd")
-_PARAM_FIELDS = {f.name for f in ControlParametersValue._encoded_fields}
+
+
+@cache
+def _param_fields() -> frozenset[str]:
+    from ndn.app_support.nfd_mgmt import ControlParametersValue
+
+    return frozenset(f.name for f in ControlParametersValue._encoded_fields)
 
 
 def management_prefix(local: bool) -> bytes:
@@ -55,12 +53,14 @@ def management_prefix(local: bool) -> bytes:
 def encode_control_parameters(**params: Any) -> bytes:
     """The ControlParameters TLV (type 0x68); ``name`` and ``strategy`` take a URI or a name
     value, enum-valued fields an int or the python-ndn enum.  EncodeError on unknown fields."""
+    from ndn.app_support.nfd_mgmt import ControlParameters, ControlParametersValue, Strategy
+
     cp = ControlParametersValue()
     for key, value in params.items():
         if value is None:
             continue
-        if key not in _PARAM_FIELDS:
-            known = ", ".join(sorted(_PARAM_FIELDS))
+        if key not in _param_fields():
+            known = ", ".join(sorted(_param_fields()))
             raise EncodeError(f"unknown ControlParameters field {key!r}; use one of {known}")
         if key == "name":
             value = components(as_name(value))
@@ -87,6 +87,8 @@ def _command_name(module: str, verb: str, cp: bytes, local: bool) -> bytes:
 
 def parse_control_response(content: bytes) -> tuple[int, str, dict[str, Any]]:
     """(StatusCode, StatusText, ControlParameters body as a dict) of a ControlResponse."""
+    from ndn.app_support.nfd_mgmt import ControlResponse
+
     try:
         typ, start, end = read_tl(content, 0, len(content))
         if typ != CONTROL_RESPONSE or end != len(content):
@@ -145,6 +147,8 @@ def _plain(model: TlvModel) -> dict[str, Any]:
 
 
 def _plain_value(field: Any, value: Any) -> Any:
+    from ndn.app_support.nfd_mgmt import Strategy
+
     if isinstance(field, NameField):
         return to_uri(b"".join(bytes(c) for c in value))
     if isinstance(field, RepeatedField):
@@ -171,27 +175,37 @@ def _parse(model: type[TlvModel], content: bytes, what: str) -> Any:
 
 def parse_general_status(content: bytes) -> dict[str, Any]:
     """``status/general``: NFD's ForwarderStatus fields (nfd_version, n_pit_entries...)."""
+    from ndn.app_support.nfd_mgmt import GeneralStatus
+
     return _plain(_parse(GeneralStatus, content, "status/general"))
 
 
 def parse_face_list(content: bytes) -> list[dict[str, Any]]:
     """``faces/list``: one dict per face (face_id, uri, local_uri, face_scope, counters...)."""
+    from ndn.app_support.nfd_mgmt import FaceStatusMsg
+
     msg = _parse(FaceStatusMsg, content, "faces/list")
     return [_plain(f) for f in msg.face_status or []]
 
 
 def parse_fib_list(content: bytes) -> list[dict[str, Any]]:
     """``fib/list``: ``{"name": uri, "next_hop_records": [{"face_id", "cost"}]}`` per entry."""
+    from ndn.app_support.nfd_mgmt import FibStatus
+
     return [_plain(e) for e in _parse(FibStatus, content, "fib/list").entries or []]
 
 
 def parse_rib_list(content: bytes) -> list[dict[str, Any]]:
     """``rib/list``: ``{"name": uri, "routes": [{"face_id", "origin", "cost", "flags"}]}``."""
+    from ndn.app_support.nfd_mgmt import RibStatus
+
     return [_plain(e) for e in _parse(RibStatus, content, "rib/list").entries or []]
 
 
 def parse_strategy_choices(content: bytes) -> list[dict[str, Any]]:
     """``strategy-choice/list``: ``{"name": uri, "strategy": uri}`` per entry."""
+    from ndn.app_support.nfd_mgmt import StrategyChoiceMsg
+
     msg = _parse(StrategyChoiceMsg, content, "strategy-choice/list")
     return [_plain(c) for c in msg.strategy_choices or []]
 
@@ -199,6 +213,8 @@ def parse_strategy_choices(content: bytes) -> list[dict[str, Any]]:
 def parse_cs_info(content: bytes) -> dict[str, Any]:
     """``cs/info``: capacity, flags, n_cs_entries, n_hits, n_misses.  NFD wraps the record in a
     CsInfo element; python-ndn's model has the fields bare, so both forms are read."""
+    from ndn.app_support.nfd_mgmt import CsInfo
+
     if content[:1] == bytes((DATASET_RECORD,)):
         try:
             _, start, end = read_tl(content, 0, len(content))
@@ -250,6 +266,8 @@ async def shape_face(
     over a non-local face (only rib is served under /localhop); a forwarder without the
     extension (NFD) refuses it or lets it time out.
     """
+    from icn.dataplane.mgmt_ext import encode_link_shape
+
     settings: dict[str, Any] = {
         "delay_ms": delay_ms,
         "jitter_ms": jitter_ms,

@@ -20,7 +20,9 @@ encoding, refuses a bad value and names it) and can grow without a new TLV-TYPE.
 
 This module is the codec both sides share: the client (:mod:`icn.dataplane.mgmt_client`) encodes
 with
-:class:`LinkShapeCommandParameters`, the forwarder's dispatcher decodes with it.
+:class:`LinkShapeCommandParameters`, the forwarder's dispatcher decodes with it.  Its models
+extend python-ndn's ``nfd_mgmt`` ones, so importing it imports ``ndn.security``: both sides
+import it where a ``link/shape`` command is built or read, not at start.
 """
 
 from __future__ import annotations

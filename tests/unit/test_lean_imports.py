@@ -1,0 +1,96 @@
+"""What ``icn fwd`` and ``icn status`` import before they run (issue 23: a lean daemon).
+
+Each case imports an entry in a fresh interpreter, as the ``icn`` process does, and lists the
+modules it loaded: heavy modules (numpy, plotting, scenarios, compute, rich, python-ndn's
+security and management models, cryptography) must be imported where they are used, not on the
+way to a forwarder or a management command.  The footprint of a running daemon is measured in
+tests/integration/test_daemon_footprint.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Modules neither path may load (a name also stands for its submodules).
+HEAVY = (
+    "numpy",
+    "matplotlib",
+    "apps.scenario",
+    "compute",
+    "rich",
+    "ndn.security",
+    "ndn.app_support",  # nfd_mgmt: imported when a management message is encoded or decoded
+    "Cryptodome",
+    "cryptography",
+)
+# The CLI's subcommand modules: only the one of the command being run is imported.
+COMMAND_MODULES = (
+    "apps.cli_mgmt",
+    "apps.cli_tools",
+    "apps.cli_rmi",
+    "apps.cli_scenario",
+    "apps.cli_flow",
+)
+
+# What `icn fwd --unix PATH` imports and builds before it opens its listeners: the CLI with the
+# fwd command, the config from flags, the daemon and its management (fwd() imports the daemon
+# when it runs).
+FWD_ENTRY = """
+import json, sys
+from apps.cli import add_commands, build_fwd_config
+add_commands(["fwd", "--unix", "x.sock"])
+from forwarder.daemon import ForwarderDaemon
+from forwarder.mgmt.manager import install_management
+daemon = ForwarderDaemon(build_fwd_config(None, "x.sock", [], [], None, None, [], [], []))
+install_management(daemon)
+print(json.dumps(sorted(sys.modules)))
+"""
+
+STATUS_ENTRY = """
+import json, sys
+from apps.cli import add_commands
+add_commands(["status", "--json"])
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules(code: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    modules: list[str] = json.loads(proc.stdout.splitlines()[-1])
+    return modules
+
+
+def _loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == n or m.startswith(n + ".") for n in names)]
+
+
+def test_fwd_entry_imports_only_what_forwarding_needs() -> None:
+    modules = _modules(FWD_ENTRY)
+    assert "forwarder.daemon" in modules and "forwarder.mgmt.rib_module" in modules
+    assert _loaded(modules, HEAVY) == []
+    assert _loaded(modules, COMMAND_MODULES) == []
+    # an app's endpoint and a YAML reader: a daemon started with flags needs neither
+    assert _loaded(modules, ("icn.dataplane", "yaml")) == []
+
+
+def test_status_entry_imports_the_management_client_only() -> None:
+    modules = _modules(STATUS_ENTRY)
+    assert "apps.cli_mgmt" in modules and "icn.dataplane.mgmt_client" in modules
+    assert _loaded(modules, HEAVY) == []
+    assert _loaded(modules, tuple(m for m in COMMAND_MODULES if m != "apps.cli_mgmt")) == []
+    assert _loaded(modules, ("forwarder", "yaml")) == []
