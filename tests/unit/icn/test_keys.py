@@ -74,7 +74,10 @@ def test_data_template_round_trip() -> None:
 def test_signature_is_over_name_through_signature_info() -> None:
     wire = make_data(NAME, b"hello", signer=ALICE.signer())
     _, start, end = read_tl(wire, 0, len(wire))
-    sig_value_at = wire.rindex(b"\x17\x40")
+    # the SignatureValue is the last TLV, a 64-octet Ed25519 signature (not found by searching
+    # for its header: the random signature may hold those two octets too)
+    sig_value_at = end - 2 - 64
+    assert wire[sig_value_at : sig_value_at + 2] == b"\x17\x40"
     signed = wire[start:sig_value_at]
     assert signed.startswith(encode_tlv(T.NAME, NAME))
     assert wire[sig_value_at + 2 : end] == ALICE.sign(signed)
