@@ -7,4 +7,6 @@ scripts/bootstrap.sh
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# one worker per core; the fault tests (quiet and saturated) run one after another on one of
+# them, see tests/chaos/harness.py.  Pass -n 0 to run in this process
+.venv/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadgroup "$@"
