@@ -45,6 +45,7 @@ from apps.scenario.runs import (
     list_namespaces,
     namespace_pids,
     run_command,
+    write_owner,
 )
 from apps.scenario.schema import LinkSpec, Scenario
 from icn.errors import ConfigError
@@ -187,6 +188,7 @@ class NetnsBackend(Backend):
     def setup(self) -> None:
         self.check_available()
         self.sock_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        write_owner(self.run_id)  # before any namespace: clean() run elsewhere must see it live
         if self.record is None:
             self.record = RunRecord.create(self.run_id, self.scenario.name, self.name, self.run_dir)
         taken = set(list_namespaces()) & set(self.namespaces.values())

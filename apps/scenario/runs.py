@@ -9,7 +9,10 @@ atomically on every change and deleted when the run ends normally (:meth:`RunRec
 :func:`clean` undoes the runs whose launcher is gone (killed with SIGKILL, machine out of
 memory...): it kills their recorded processes, deletes their namespaces and Unix sockets, and
 deletes namespaces named ``icn-<run id>-<node>`` that no live run owns.  A run whose launcher is
-still alive is never touched, and no process is ever looked up or killed by name.
+still alive is never touched, and no process is ever looked up or killed by name.  Namespaces
+are the machine's, records are per state directory: a netns run also leaves its launcher's PID
+and start time in its socket directory (:func:`write_owner`), so a ``clean`` reading another
+state directory (another user's, a test's) leaves a live run's namespaces alone.
 
 The state directory is ``/run/icn-scenarios`` for root, else ``$XDG_RUNTIME_DIR/icn-scenarios``
 or ``/tmp/icn-scenarios-<uid>``; the environment variable ``ICN_SCENARIO_STATE`` overrides it
@@ -160,13 +163,34 @@ def socket_dir(run_id: str) -> Path:
     return Path(tempfile.gettempdir()) / f"icn-{run_id}"
 
 
+# The file in a run's socket directory naming its launcher: "PID START" (start time as in
+# /proc/PID/stat), so that a run is known to be live without its record
+OWNER_FILE = "launcher"
+
+
+def write_owner(run_id: str) -> None:
+    """Write this process into ``run_id``'s socket directory as the run's launcher."""
+    path = socket_dir(run_id) / OWNER_FILE
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    path.write_text(f"{os.getpid()} {proc_start_time(os.getpid())}\n")
+
+
+def owner_alive(run_id: str) -> bool:
+    """The launcher named in ``run_id``'s socket directory still runs (same PID and start)."""
+    try:
+        pid, start = (int(v) for v in (socket_dir(run_id) / OWNER_FILE).read_text().split())
+    except (OSError, ValueError):  # none, or unreadable: no live owner is known
+        return False
+    return same_process(pid, start)
+
+
 def remove_socket_dir(path: Path) -> bool:
-    """Remove the sockets in ``path``, then ``path`` if that left it empty; False if there was
-    nothing to remove.  Anything but a socket is left in place."""
+    """Remove the sockets in ``path`` and its owner file, then ``path`` if that left it empty;
+    False if there was nothing to remove.  Anything else is left in place."""
     if not path.is_dir():
         return False
     for entry in path.iterdir():
-        if entry.is_socket():
+        if entry.is_socket() or entry.name == OWNER_FILE:
             entry.unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # not empty: someone else's files
         path.rmdir()
@@ -405,6 +429,8 @@ def clean(dry_run: bool = False) -> list[str]:
         if m is None or m.group(1) in protected or name in handled:
             continue
         run_id = m.group(1)
+        if owner_alive(run_id):  # a live run whose record is in another state directory: left
+            continue  # alone and unsaid, as live runs recorded here are
         _clean_namespace(name, f"run {run_id} has no live launcher", dry_run, lines)
         orphans.add(run_id)
     for run_id in sorted(orphans):

@@ -224,3 +224,23 @@ def test_a_zombie_launcher_is_dead(state: Path, sleeper: subprocess.Popen[bytes]
         assert sleeper.wait(5) == -9
     finally:
         zombie.wait(5)
+
+
+def test_clean_leaves_a_live_runs_namespaces_whose_record_is_elsewhere(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Namespaces are the machine's, records a state directory's: a clean reading this state
+    directory must not take another live run (its launcher is this process) for a crashed one."""
+    monkeypatch.setattr(runs, "list_namespaces", lambda: ["icn-0a1b2c-a", "icn-0a1b2c-b"])
+    removed: list[str] = []
+    monkeypatch.setattr(runs, "remove_namespace", lambda name: removed.append(name) or [])
+    runs.write_owner("0a1b2c")
+    assert clean() == []  # left alone, as a live run recorded here would be
+    assert removed == []
+    # the owner gone (a PID that no longer runs): now they are a crashed run's, and removed
+    owner = runs.socket_dir("0a1b2c") / runs.OWNER_FILE
+    owner.write_text(f"{dead_pid()} 1\n")
+    lines = clean()
+    assert removed == ["icn-0a1b2c-a", "icn-0a1b2c-b"]
+    assert "deleted namespace icn-0a1b2c-a (run 0a1b2c has no live launcher)" in lines
+    assert not runs.socket_dir("0a1b2c").exists()  # the owner file went with the socket dir
