@@ -68,6 +68,10 @@ class Fabric:
         # node -> prefix -> neighbor -> (face id, cost), as installed
         self.installed: dict[str, dict[str, dict[str, tuple[int, int]]]] = {}
         self.origin = ORIGIN_NLSR if sc.routes == "auto" else ORIGIN_STATIC
+        # one reroute at a time: each computes its difference from what the one before it
+        # installed (two overlapping ones, e.g. a chaos fault's and a restart's, both removed
+        # the same route and the second failed with a KeyError)
+        self._routing = asyncio.Lock()
 
     # ---- nodes -----------------------------------------------------------------------------
 
@@ -159,7 +163,14 @@ class Fabric:
     # ---- routes ----------------------------------------------------------------------------
 
     async def install_routes(self, table: RouteTable) -> int:
-        """Make the live nodes' routes equal ``table``; returns the number of changes sent."""
+        """Make the live nodes' routes equal ``table``; returns the number of changes sent.
+
+        Reroutes run one after another.  A node that goes away meanwhile (a kill detaches it)
+        is skipped: its routes went with its forwarder."""
+        async with self._routing:
+            return await self._install_routes(table)
+
+    async def _install_routes(self, table: RouteTable) -> int:
         current: RouteTable = {
             node: {p: {nbr: cost for nbr, (_, cost) in hops.items()} for p, hops in pfx.items()}
             for node, pfx in self.installed.items()
@@ -176,7 +187,11 @@ class Fabric:
                         add.append((node, prefix, nbr, cost))
         changes = 0
         for node, prefix, nbr in remove:
-            face_id, _ = self.installed[node][prefix].pop(nbr)
+            held = self.installed.get(node, {}).get(prefix)
+            entry = held.pop(nbr, None) if held is not None else None
+            if entry is None or node not in self.endpoints:  # the node went away meanwhile
+                continue
+            face_id, _ = entry
             try:
                 await self.command(
                     node, "rib", "unregister", name=prefix, face_id=face_id, origin=self.origin
@@ -186,7 +201,7 @@ class Fabric:
             changes += 1
         for node, prefix, nbr, cost in add:
             via = self.neighbor_face(node, nbr)
-            if via is None:
+            if via is None or node not in self.endpoints:
                 continue
             await self.command(
                 node, "rib", "register", name=prefix, face_id=via, cost=cost,

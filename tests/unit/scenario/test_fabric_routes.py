@@ -1,0 +1,71 @@
+"""Fabric.install_routes: what it sends to the nodes' management, with reroutes overlapping and
+nodes leaving in the middle of one (a fake command that yields, as a real one awaits)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from apps.scenario.backend import Backend
+from apps.scenario.fabric import Fabric
+from apps.scenario.routing import compute_routes
+from icn.dataplane.endpoint import Endpoint
+from tests.unit.scenario.test_routing import DIAMOND, scenario
+
+
+class Conn:
+    def close(self) -> None:
+        pass
+
+
+class Recording(Fabric):
+    def __init__(self) -> None:
+        sc = scenario(DIAMOND)
+        super().__init__(sc, cast(Backend, None))
+        for node in ("a", "b", "c", "d"):
+            self.endpoints[node] = cast(Endpoint, Conn())
+            self.installed[node] = {}
+        for i, link in enumerate(sc.links):
+            for j, node in enumerate(link.between):
+                self.link_faces[link.name][node] = 100 + 10 * i + j
+        self.sent: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def command(self, node: str, module: str, verb: str, **params: Any) -> dict[str, Any]:
+        if node not in self.endpoints:
+            raise KeyError(node)  # as the real one does for a detached node
+        for _ in range(3):  # a round trip: other tasks run meanwhile
+            await asyncio.sleep(0)
+        self.sent.append((node, verb, params))
+        return {}
+
+
+async def test_overlapping_reroutes_each_send_their_difference_once() -> None:
+    fab = Recording()
+    await fab.install_routes(compute_routes(fab.sc))
+    before = {n: {p: dict(h) for p, h in t.items()} for n, t in fab.installed.items()}
+    assert before["a"]["/p"].keys() == {"b", "c"}
+    fab.sent.clear()
+    down = compute_routes(fab.sc, down_nodes=["b"])
+    # two tasks reroute for the same failure at once: both want the routes via b gone
+    first, second = await asyncio.gather(fab.install_routes(down), fab.install_routes(down))
+    assert first > 0 and second == 0
+    unregistered = [(n, p["face_id"]) for n, verb, p in fab.sent if verb == "unregister"]
+    assert len(unregistered) == len(set(unregistered))  # each route removed once
+    assert "b" not in fab.installed["a"]["/p"]
+
+
+async def test_a_node_detached_during_a_reroute_is_skipped() -> None:
+    fab = Recording()
+    await fab.install_routes(compute_routes(fab.sc))
+    down = compute_routes(fab.sc, down_nodes=["b"])
+    sent_before_kill: list[int] = []
+
+    async def kill_c_soon() -> None:
+        await asyncio.sleep(0)  # while the reroute's first command is in flight
+        sent_before_kill.append(len(fab.sent))
+        fab.detach("c")  # c's routes went with its forwarder
+
+    changes, _ = await asyncio.gather(fab.install_routes(down), kill_c_soon())
+    assert changes > 0 and "c" not in fab.installed
+    assert all(node != "c" for node, _, _ in fab.sent[sent_before_kill[0] :])
+    assert "b" not in fab.installed["a"]["/p"]
