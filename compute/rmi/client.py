@@ -29,6 +29,7 @@ from compute.rmi.wire import (
     split_service_name,
 )
 from icn.dataplane.endpoint import Endpoint, Verifier
+from icn.dataplane.handlers import Reply
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content
 from icn.errors import InterestNack, InterestTimeout, SecurityError
@@ -79,7 +80,7 @@ class _Exchange:
         self.args: SegmentedObject | None = None
         self.credential: bytes | None = None
 
-    def handler(self, iv: InterestView, reply: Callable[[bytes], None]) -> None:
+    def handler(self, iv: InterestView, reply: Reply) -> None:
         parts = split_service_name(self.key, iv.name)
         if not parts:
             return

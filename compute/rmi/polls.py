@@ -8,10 +8,11 @@ when the call finishes, or with a new estimate ``margin`` seconds before the Int
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from icn.dataplane.handlers import Reply
 from icn.dataplane.holding import HoldingTable
 from icn.wire.packet import InterestView
 
@@ -25,7 +26,7 @@ class HeldPoll:
     a retransmission shares its PIT entry upstream, which takes one answer."""
 
     name: bytes
-    reply: Callable[[bytes], None]
+    reply: Reply
     iv: InterestView = field(compare=False)
 
 

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +48,7 @@ from compute.rmi.wire import (
     unpack_args,
 )
 from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.handlers import Reply
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import fetch_segments
 from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, SecurityError
@@ -60,7 +60,6 @@ from icn.wire.reflexive import LIFETIME_EXTENSION
 from icn.wire.serialize import pack
 
 log = logging.getLogger(__name__)
-Reply = Callable[[bytes], None]
 
 
 @dataclass(frozen=True)
@@ -392,7 +391,7 @@ class RmiServer:
             else:
                 self._answer(iv, reply, envelope("pending", eta=eta))
             return
-        wire = obj.answer(iv)
+        wire = obj.answer_parts(iv)
         if wire is not None:
             reply(wire)
 
@@ -402,7 +401,7 @@ class RmiServer:
         obj = self._results.get(token, now) if polls else None
         if obj is not None:
             for poll in polls:
-                wire = obj.answer(poll.iv)
+                wire = obj.answer_parts(poll.iv)
                 if wire is not None:
                     poll.reply(wire)
 
@@ -434,7 +433,7 @@ class RmiServer:
             self._answer(iv, reply, envelope("miss"))
             return
         self.counters["memo_served"] += 1
-        wire = obj.answer(iv)
+        wire = obj.answer_parts(iv)
         if wire is not None:
             reply(wire)
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from icn.dataplane.client_conf import TransportAddr
 from icn.wire import tlv_types as T
 from icn.wire.framer import TlvFramer
+from icn.wire.tlv import Buffer
 
 if TYPE_CHECKING:
     from icn.dataplane.endpoint import Endpoint
@@ -122,6 +123,10 @@ class PortTransport:
 
     def write(self, wire: bytes) -> None:
         self.port.send(wire)
+
+    def writelines(self, parts: Iterable[Buffer]) -> None:
+        # a port carries whole packets
+        self.port.send(b"".join(parts))
 
     def get_write_buffer_size(self) -> int:
         return 0

@@ -44,7 +44,7 @@ from icn.errors import (
 )
 from icn.security.signed_interest import encode_signed_interest
 from icn.wire import tlv_types as T
-from icn.wire.encode import EncodedInterest, encode_interest, make_data
+from icn.wire.encode import DataParts, EncodedInterest, Outgoing, encode_interest, make_data
 from icn.wire.lp import encode_lp, parse_lp
 from icn.wire.name import NameLike, as_name, to_uri
 from icn.wire.packet import DataView, parse_data, parse_interest
@@ -411,9 +411,11 @@ class Endpoint:
             signer=self.signer,
         )
 
-    def put(self, wire: bytes) -> None:
-        """Send a Data packet (the whole TLV).  Dropped and counted once the endpoint is closed."""
-        if wire[:1] != b"\x06":
+    def put(self, wire: Outgoing) -> None:
+        """Send a Data packet: the whole TLV, or its :class:`~icn.wire.encode.DataParts` (a
+        stream socket then writes the parts with one vectored write, the content uncopied).
+        Dropped and counted once the endpoint is closed."""
+        if (wire.head if isinstance(wire, DataParts) else wire)[:1] != b"\x06":
             raise EncodeError("put() sends Data packets (TLV type 6)")
         self._write(wire)
 
@@ -517,7 +519,9 @@ class Endpoint:
     def _reply_with(self, token: bytes) -> Reply:
         """Echo the PitToken the Interest came with, as python-ndn's v2 apps do."""
 
-        def reply(wire: bytes) -> None:
+        def reply(wire: Outgoing) -> None:
+            if isinstance(wire, DataParts):
+                wire = wire.join()
             if wire[:1] != b"\x06":
                 raise EncodeError("reply() sends Data packets (TLV type 6)")
             self._write(encode_lp(wire, pit_token=token))
@@ -532,16 +536,21 @@ class Endpoint:
 
     # ---- transport -------------------------------------------------------------------------
 
-    def _write(self, wire: bytes) -> None:
+    def _write(self, wire: Outgoing) -> None:
         t = self._transport
         if t is None:
             self.counters["drop_closed"] += 1
         elif self._datagram:  # asyncio's and uvloop's UDP transports share no base class
-            cast(asyncio.DatagramTransport, t).sendto(wire)
+            cast(asyncio.DatagramTransport, t).sendto(
+                wire.join() if isinstance(wire, DataParts) else wire
+            )
         else:
             stream = cast(asyncio.WriteTransport, t)
             if stream.get_write_buffer_size() > SEND_LIMIT:
                 self.counters["drop_send_queue_full"] += 1
+            elif isinstance(wire, DataParts):
+                # uvloop: one writev of the three buffers; asyncio's 3.11 transports join them
+                stream.writelines(wire)
             else:
                 stream.write(wire)
 

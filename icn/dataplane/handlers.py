@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
+from icn.wire.encode import Outgoing
 from icn.wire.name import NameLike, as_name, component_ends
 from icn.wire.packet import InterestView
 
-Reply = Callable[[bytes], None]
+# Sends one Data packet: its wire, or its DataParts (a large content is then not copied).
+Reply = Callable[[Outgoing], None]
 # Gets the Interest and a reply function to call with a Data wire, at once or later; an async
 # handler (an awaitable returned) gets a task of its own.
 Handler = Callable[[InterestView, Reply], Awaitable[None] | None]

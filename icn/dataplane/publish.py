@@ -22,18 +22,17 @@ kept, so a segment built later is not hashed again.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
+from icn.dataplane.handlers import Reply
 from icn.dataplane.segments import segment_number
 from icn.security.manifest import DIGEST_LEN, MANIFEST_COMPONENT, Manifest, manifest_name
 from icn.wire import tlv_types as T
-from icn.wire.encode import make_data
+from icn.wire.encode import DataParts, data_parts
 from icn.wire.name import component_ends, segment
 from icn.wire.packet import InterestView
 from icn.wire.signer import DIGEST_SHA256, DigestSha256Signer, Signer
 from icn.wire.tlv import Buffer, read_tl
-
-Reply = Callable[[bytes], None]
 
 # Content per segment: a segment with its name and signature stays under NDN's 8800-octet
 # packet limit, so stream faces carry it whole and UDP faces need at most a few fragments.
@@ -92,7 +91,9 @@ class SegmentedObject:
         self.signer = signer
         self.served = 0  # Data packets sent, retransmissions included
         # the segments built last, oldest first, within cache_bytes (and at least one)
-        self._built: OrderedDict[int, bytes] = OrderedDict()
+        # (as DataParts: their content is a view of ``content``, so the cache holds only the
+        # headers and signatures, and a stream socket writes the segment without a copy)
+        self._built: OrderedDict[int, DataParts] = OrderedDict()
         self._built_bytes = 0
         self.cache_bytes = cache_bytes
         # signed once: segments by digest, the manifest by ``signer``
@@ -106,6 +107,12 @@ class SegmentedObject:
 
     def segment_wire(self, index: int) -> bytes | None:
         """The Data of segment ``index``, or None past the last segment."""
+        parts = self.segment_parts(index)
+        return None if parts is None else parts.join()
+
+    def segment_parts(self, index: int) -> DataParts | None:
+        """Segment ``index`` as :class:`~icn.wire.encode.DataParts` (its content a view of the
+        object), or None past the last segment."""
         built = self._built
         wire = built.get(index)
         if wire is None:
@@ -117,17 +124,17 @@ class SegmentedObject:
             if self.manifested:
                 digests = self._digests
                 signer = DIGEST_SHA256 if digests is None else KnownDigest(digests[index])
-            wire = make_data(
+            wire = data_parts(
                 self.prefix + segment(index),
-                self.content[index * size : (index + 1) * size],  # copied once, into the packet
+                self.content[index * size : (index + 1) * size],  # not copied
                 freshness=self.freshness,
                 final_block_id=segment(last),
                 signer=signer,
             )
             built[index] = wire
-            self._built_bytes += len(wire)
+            self._built_bytes += wire.size
             while self._built_bytes > self.cache_bytes and len(built) > 1:
-                self._built_bytes -= len(built.popitem(last=False)[1])
+                self._built_bytes -= built.popitem(last=False)[1].size
         return wire
 
     def manifest_object(self) -> SegmentedObject:
@@ -138,10 +145,10 @@ class SegmentedObject:
         if self._manifest is None:
             digests = []
             for i in range(self.last_segment + 1):
-                wire = self.segment_wire(i)
-                assert wire is not None  # every index up to last_segment has a segment
-                # a DigestSha256 SignatureValue (17 20 <digest>) ends the packet make_data built
-                digests.append(wire[-DIGEST_LEN:])
+                parts = self.segment_parts(i)
+                assert parts is not None  # every index up to last_segment has a segment
+                # a DigestSha256 SignatureValue (17 20 <digest>) ends the packet's tail
+                digests.append(parts.tail[-DIGEST_LEN:])
             self._digests = digests
             content = Manifest(len(self.content), self.segment_size, digests).encode()
             self._manifest = SegmentedObject(
@@ -156,26 +163,31 @@ class SegmentedObject:
     def answer(self, iv: InterestView) -> bytes | None:
         """The Data answering ``iv``: its segment, or segment 0 for a CanBePrefix Interest for
         the prefix itself (how a fetch starts); None if the Interest asks for something else."""
+        parts = self.answer_parts(iv)
+        return None if parts is None else parts.join()
+
+    def answer_parts(self, iv: InterestView) -> DataParts | None:
+        """:meth:`answer` as :class:`~icn.wire.encode.DataParts`, for a reply path."""
         name = iv.name
         prefix = self.prefix
         if name == prefix:
-            return self.segment_wire(0) if iv.can_be_prefix else None
+            return self.segment_parts(0) if iv.can_be_prefix else None
         if len(name) <= len(prefix) or not name.startswith(prefix):
             return None
         rest = name[len(prefix) :]
         if self.manifested and rest.startswith(MANIFEST_COMPONENT):
-            return self.manifest_object().answer(iv)
+            return self.manifest_object().answer_parts(iv)
         _, _, end = read_tl(rest, 0, len(rest))
         if end != len(rest) or rest[0] != T.COMP_SEGMENT:
             return None
         index = segment_number(rest)
-        return None if index is None else self.segment_wire(index)
+        return None if index is None else self.segment_parts(index)
 
     def handler(self, iv: InterestView, reply: Reply) -> None:
         """An :class:`~icn.dataplane.endpoint.Endpoint` handler serving this object; other names
         under
         the prefix get no answer (the consumer times out, as from any producer)."""
-        wire = self.answer(iv)
+        wire = self.answer_parts(iv)
         if wire is not None:
             self.served += 1
             reply(wire)

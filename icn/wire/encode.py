@@ -175,6 +175,67 @@ def _with_params_digest(name: bytes, ends: list[int], digest: bytes) -> tuple[by
     return name[: at + 2] + digest + name[at + 34 :], ends
 
 
+class DataParts(NamedTuple):
+    """A Data packet as three buffers: ``head`` (type, length, Name, MetaInfo, the Content's
+    type and length), ``content`` (the caller's bytes-like object, not copied) and ``tail``
+    (SignatureInfo and SignatureValue).  A stream socket writes them with one vectored write
+    (``writelines``: uvloop's ``writev``), so a large payload goes from the producer's object
+    to the kernel without being copied into a packet first.  ``bytes(...)`` via :meth:`join`
+    where one buffer is needed (a datagram, an LP header in front, an in-memory face)."""
+
+    head: bytes
+    content: Buffer
+    tail: bytes
+
+    @property
+    def size(self) -> int:
+        """The packet's length in octets."""
+        return len(self.head) + len(self.content) + len(self.tail)
+
+    def join(self) -> bytes:
+        return b"".join(self)
+
+
+# What a producer hands to a reply path or an endpoint's put: a Data wire, whole or in parts.
+Outgoing = bytes | DataParts
+
+
+def data_parts(
+    name: bytes,
+    content: Buffer = b"",
+    *,
+    freshness: int | None = None,
+    content_type: int | None = None,
+    final_block_id: bytes | None = None,
+    signer: Signer | None = DIGEST_SHA256,
+) -> DataParts:
+    """Encode a Data packet signed by ``signer`` (DigestSha256 by default; None: no signature),
+    leaving ``content`` (any bytes-like object, e.g. a memoryview of a larger object) in place:
+    DigestSha256 hashes it where it is; another signer gets the signed portion joined."""
+    meta = b""
+    if content_type is not None and content_type != T.CONTENT_BLOB:
+        meta += encode_nni_tlv(T.CONTENT_TYPE, content_type)
+    if freshness is not None:
+        meta += encode_nni_tlv(T.FRESHNESS_PERIOD, freshness)
+    if final_block_id is not None:
+        meta += encode_tlv(T.FINAL_BLOCK_ID, final_block_id)
+    name_tlv = encode_tlv(T.NAME, name)
+    if meta:
+        name_tlv += encode_tlv(T.META_INFO, meta)
+    content_head = b"\x15" + encode_varnum(len(content))
+    tail = b""
+    if signer is not None:
+        sig_info = encode_tlv(T.SIGNATURE_INFO, signer.signature_info())
+        signed = (name_tlv, content_head, content, sig_info)
+        if isinstance(signer, DigestSha256Signer):
+            sig = signer.digest_parts(signed)
+        else:
+            sig = signer.sign(b"".join(signed))
+        tail = sig_info + b"\x17" + encode_varnum(len(sig)) + sig
+    size = len(name_tlv) + len(content_head) + len(content) + len(tail)
+    return DataParts(b"\x06" + encode_varnum(size) + name_tlv + content_head, content, tail)
+
+
 def make_data(
     name: bytes,
     content: Buffer = b"",
@@ -189,26 +250,16 @@ def make_data(
     ``content`` may be any bytes-like object (a memoryview of a larger object): it is copied
     once, into the packet, and DigestSha256 hashes it in place.
     """
-    meta = b""
-    if content_type is not None and content_type != T.CONTENT_BLOB:
-        meta += encode_nni_tlv(T.CONTENT_TYPE, content_type)
-    if freshness is not None:
-        meta += encode_nni_tlv(T.FRESHNESS_PERIOD, freshness)
-    if final_block_id is not None:
-        meta += encode_tlv(T.FINAL_BLOCK_ID, final_block_id)
-    parts: list[Buffer] = [encode_tlv(T.NAME, name)]
-    if meta:
-        parts.append(encode_tlv(T.META_INFO, meta))
-    parts += (b"\x15" + encode_varnum(len(content)), content)
-    if signer is not None:
-        parts.append(encode_tlv(T.SIGNATURE_INFO, signer.signature_info()))
-        if isinstance(signer, DigestSha256Signer):
-            sig = signer.digest_parts(parts)
-        else:
-            sig = signer.sign(b"".join(parts))
-        parts.append(b"\x17" + encode_varnum(len(sig)) + sig)
-    size = sum(map(len, parts))
-    return b"".join([b"\x06", encode_varnum(size), *parts])
+    return b"".join(
+        data_parts(
+            name,
+            content,
+            freshness=freshness,
+            content_type=content_type,
+            final_block_id=final_block_id,
+            signer=signer,
+        )
+    )
 
 
 class DataTemplate:

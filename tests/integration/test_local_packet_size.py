@@ -17,10 +17,11 @@ from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.stream import MAX_FRAME_SIZE, MAX_LOCAL_FRAME_SIZE
 from icn.dataplane.endpoint import Endpoint
-from icn.dataplane.segments import data_content
+from icn.dataplane.publish import SegmentedObject
+from icn.dataplane.segments import data_content, fetch_segments
 from icn.errors import InterestTimeout
 from icn.wire import tlv_types as T
-from icn.wire.encode import make_data
+from icn.wire.encode import DataParts, make_data
 from icn.wire.name import from_uri
 from icn.wire.packet import InterestView
 from tests.integration.face.util import StreamClient, datagram_peer, wait_until
@@ -97,6 +98,46 @@ async def test_unix_endpoints_exchange_1mib_and_the_largest_local_packet(
     assert snap["fw.cs_hit"] == 1 and snap["fw.cs_hit_bytes"] == MIB
     assert snap.get("face.oversize", 0) == 0 and snap.get("face.drop_oversize", 0) == 0
     assert producer.counters["drop_send_queue_full"] == 0
+
+
+class RecordingTransport:
+    """The producer endpoint's socket transport, with what is handed to it recorded."""
+
+    def __init__(self, inner: asyncio.WriteTransport) -> None:
+        self.inner = inner
+        self.lines: list[tuple[object, ...]] = []
+        self.writes = 0
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        self.inner.write(data)
+
+    def writelines(self, parts: DataParts) -> None:
+        self.lines.append(tuple(parts))
+        self.inner.writelines(parts)
+
+    def __getattr__(self, attr: str) -> object:
+        return getattr(self.inner, attr)
+
+
+async def test_a_published_object_leaves_the_producer_by_vectored_writes_of_its_own_buffer(
+    fwd: ForwarderDaemon, endpoints: list[Endpoint]
+) -> None:
+    """Each segment goes to the socket as header, a view of the object, signature: the content
+    is not copied into a packet first, and the consumer gets every byte."""
+    producer = await open_ep(fwd, "unix", endpoints)
+    consumer = await open_ep(fwd, "unix", endpoints)
+    blob = os.urandom(4 * MIB + 123)
+    obj = SegmentedObject(from_uri("/obj/v1"), blob, segment_size=MIB)
+    await producer.serve(obj.prefix, obj.handler)
+    spy = RecordingTransport(producer._transport)  # type: ignore[arg-type]
+    producer._transport = spy
+    got = await fetch_segments(consumer, obj.prefix, timeout=10)
+    assert got == blob
+    assert spy.writes == 0 and len(spy.lines) == obj.served == 5
+    for head, content, tail in spy.lines:
+        assert isinstance(content, memoryview) and content.obj is blob
+        assert isinstance(head, bytes) and isinstance(tail, bytes) and len(tail) < 64
 
 
 async def test_in_memory_endpoints_exchange_1mib_bursts_and_the_largest_local_packet() -> None:

@@ -145,3 +145,22 @@ def test_segments_evicted_from_the_cache_are_built_again_identically() -> None:
         assert len(small._built) <= 3  # bounded: about three 1000-byte segments
         again = [small.segment_wire(i) for i in range(small.last_segment + 1)]
         assert first == again == [whole.segment_wire(i) for i in range(whole.last_segment + 1)]
+
+
+def test_segments_are_built_as_parts_viewing_the_object() -> None:
+    """The cache keeps headers and signatures only: each segment's content is a view of the
+    object, which a stream socket writes from where it is."""
+    content = bytes(range(256)) * 100
+    obj = SegmentedObject(PREFIX, content, segment_size=1000, manifest=True)
+    for i in range(obj.last_segment + 1):
+        parts = obj.segment_parts(i)
+        assert parts is not None and isinstance(parts.content, memoryview)
+        assert parts.content.obj is content
+        assert parts.join() == obj.segment_wire(i)
+        assert bytes(parts.content) == content[i * 1000 : (i + 1) * 1000]
+    assert obj.segment_parts(obj.last_segment + 1) is None
+    built = sum(len(p.head) + len(p.tail) for p in obj._built.values())
+    assert built < len(content) // 10
+    name = PREFIX + segment(3)
+    answer = obj.answer_parts(parse_interest(make_interest(name)))
+    assert answer is not None and answer.join() == _answer(obj, name)

@@ -11,7 +11,7 @@ from compute.rmi.functions import FunctionSpec, function, spec_of
 from compute.rmi.jobs import Job
 from compute.rmi.server import RmiServer, ServerConfig
 from compute.rmi.wire import open_envelope, thunk_name
-from icn.wire.encode import make_interest
+from icn.wire.encode import DataParts, Outgoing, make_interest
 from icn.wire.name import from_uri
 from icn.wire.packet import parse_data, parse_interest
 
@@ -29,8 +29,9 @@ class Replies:
     def __init__(self) -> None:
         self.got: list[tuple[float, bytes]] = []
 
-    def __call__(self, wire: bytes) -> None:
-        self.got.append((asyncio.get_running_loop().time(), wire))
+    def __call__(self, wire: Outgoing) -> None:  # a reply path takes a wire or its parts
+        whole = wire.join() if isinstance(wire, DataParts) else wire
+        self.got.append((asyncio.get_running_loop().time(), whole))
 
 
 def slow_spec(gate: asyncio.Event, duration: float) -> FunctionSpec:
