@@ -58,8 +58,11 @@ def test_every_fault_kind(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None
     # the cut was made by the link emulation: a's face toward b dropped what a sent
     assert report["links"]["a-b"]["dropped"]["a>b"] > 0
     assert report["nodes"]["b"]["restarts"] >= 1
-    # 50 ms each way on b-c from 8 s on: requests completing after that take 100 ms more
-    late = [b for b in wl["timeline"] if b["t"] >= 8.5 and b["p50_ms"] is not None]
+    # 50 ms each way on b-c once the shape is applied (planned at 8 s; faults are applied in
+    # order, so a slow restart before it delays it): requests completing after that take
+    # 100 ms more
+    shaped_at = faults[-1]["applied"]
+    late = [b for b in wl["timeline"] if b["t"] >= shaped_at + 0.5 and b["p50_ms"] is not None]
     early = [b for b in wl["timeline"] if 0.5 <= b["t"] < 2.0 and b["p50_ms"] is not None]
     assert late and early
     assert min(b["p50_ms"] for b in late) > 90 > max(b["p50_ms"] for b in early)
