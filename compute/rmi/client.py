@@ -38,6 +38,7 @@ from compute.rmi.wire import (
 )
 from icn.dataplane.endpoint import Endpoint, Verifier
 from icn.dataplane.handlers import Reply
+from icn.dataplane.path_limit import path_packet_limit
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content
 from icn.errors import DecodeError, InterestNack, InterestTimeout, SecurityError, ValidationError
@@ -190,8 +191,6 @@ class Client:
         self.timeout = timeout
         self.max_poll_interval = max_poll_interval
         self.inline_args = inline_args
-        # the largest answer a session call asks to get inline: one network packet's worth
-        self.answer_limit = 7000
         self.verify: Verifier | None = None
         if server_key is not None:
             key = server_key
@@ -253,7 +252,9 @@ class Client:
                 if session is not None and not session.usable(loop.time()):
                     del self._sessions[prefix]
                     session = None
-                if session is not None and len(blob) <= self.inline_args:
+                if session is not None and session.packet_limit is None:
+                    session.packet_limit = await path_packet_limit(self.ep, prefix)
+                if session is not None and len(blob) <= session.inline_limit():
                     try:
                         return await self._session_call(
                             prefix, fn, function, blob, private, session, progress, started
@@ -344,7 +345,7 @@ class Client:
         try:
             data = await self.ep.express(
                 name,
-                app_params=session_params(payload, private, self.answer_limit),
+                app_params=session_params(payload, private, session.inline_limit()),
                 signer=session.signer,
                 sig_seq=seq,  # a retransmission repeats it: the server answers, never reruns
                 lifetime_ms=self.lifetime_ms,

@@ -47,6 +47,8 @@ REPLAY_WINDOW = 1024  # sequence numbers behind the highest one still accepted o
 MAX_SKEW_MS = 60_000  # SignatureTime against the server's clock
 # a client stops using a session this long before the server's end, so no call races it
 CLIENT_MARGIN = 5.0
+# room in a packet for what is not arguments or result: name, signature, envelope fields
+PACKET_ROOM = 1024
 
 
 def session_name(sid: bytes) -> bytes:
@@ -207,6 +209,12 @@ class ClientSession:
     box: CallKey
     expires: float  # the client's clock, CLIENT_MARGIN before the server's end
     seq: int = 0
+    # the largest packet the path to the server carries, asked of the forwarder once
+    packet_limit: int | None = None
+
+    def inline_limit(self) -> int:
+        """The largest arguments (or result) a call carries in its Interest (or Data)."""
+        return max(0, (self.packet_limit or T.MAX_PACKET_SIZE) - PACKET_ROOM)
 
     @classmethod
     def agreed(cls, sid: bytes, secret: bytes, ttl: float, now: float) -> ClientSession:
@@ -247,4 +255,5 @@ def read_session_params(params: bytes, function: str) -> tuple[bytes, bool, int]
             raise DecodeError("fields of the wrong type")
     except (DecodeError, KeyError, TypeError) as exc:
         raise BadArguments(f"unreadable session call: {exc}", function) from None
-    return payload, bool(private), limit
+    # what a packet can hold at most, whatever the caller asks
+    return payload, bool(private), min(limit, T.MAX_LOCAL_PACKET_SIZE - PACKET_ROOM)
