@@ -10,11 +10,19 @@ store that holds it.  Every Interest keeps the client's ``lifetime_ms``; nothing
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from compute.rmi.credential import build_credential
-from compute.rmi.errors import ProtocolError, ServerUnavailable, Timeout
+from compute.rmi.errors import ProtocolError, ServerUnavailable, SessionUnknown, Timeout
+from compute.rmi.session import (
+    ClientSession,
+    derive_session_secret,
+    session_call_aad,
+    session_name,
+    session_params,
+)
 from compute.rmi.wire import (
     ARGS,
     HELLO,
@@ -30,13 +38,15 @@ from compute.rmi.wire import (
 )
 from icn.dataplane.endpoint import Endpoint, Verifier
 from icn.dataplane.handlers import Reply
+from icn.dataplane.path_limit import path_packet_limit
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content
-from icn.errors import InterestNack, InterestTimeout, SecurityError
-from icn.security.keys import Identity, verify_data
+from icn.errors import DecodeError, InterestNack, InterestTimeout, SecurityError, ValidationError
+from icn.security.keys import Identity, signature_info_of, verify_data, verify_hmac_data
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
+from icn.wire import tlv_types as T
 from icn.wire.name import component_ends, components, from_uri, to_uri
-from icn.wire.packet import InterestView
+from icn.wire.packet import DataView, InterestView
 from icn.wire.reflexive import new_rnp, reflexive_key, trigger_name
 from icn.wire.serialize import unpack
 
@@ -58,6 +68,28 @@ def split_function(function: str) -> tuple[bytes, str]:
     return name[: len(name) - len(last)], fn
 
 
+def open_session_answer(data: DataView, session: ClientSession, function: str) -> dict[str, Any]:
+    """A session call's answer, opened: signed by the session's HMAC key, or else only the
+    server's "no such session" (which lets the client fall back to the full exchange; anyone
+    can send it, and it gains them nothing but that)."""
+    try:
+        signed = signature_info_of(data.wire).sig_type == T.SIG_HMAC_WITH_SHA256
+        if signed:
+            verify_hmac_data(data.wire, session.signer)
+    except ValidationError as exc:
+        raise ProtocolError(f"session answer rejected: {exc}", function) from None
+    content = data_content(data)
+    if not signed:
+        try:
+            value = unpack(content)
+        except DecodeError:
+            value = None
+        if isinstance(value, dict) and value.get("kind") == SessionUnknown.kind:
+            raise SessionUnknown(str(value.get("msg", "")), function)
+        raise ProtocolError("a session answer not signed by the session", function)
+    return open_envelope(content, function)
+
+
 class _Exchange:
     """The caller's side of one exchange: answers the server's Reflexive Interests."""
 
@@ -68,14 +100,18 @@ class _Exchange:
         function: str,
         blob: bytes,
         private: bool,
+        session: bool = False,
     ) -> None:
         self.client = client
         self.key = key
         self.function = function
         self.blob = blob
         self.private = private
-        # X25519 only for a private call: it costs as much as the credential's signature
-        self.ephemeral = EphemeralKey.generate() if private else None
+        self.session = session  # ask for a session: later calls take one round trip
+        # X25519 only for a private call or a session: it costs as much as the credential's
+        # signature
+        self.ephemeral = EphemeralKey.generate() if private or session else None
+        self.server_public: bytes | None = None
         self.call_key: CallKey | None = None
         self.args: SegmentedObject | None = None
         self.credential: bytes | None = None
@@ -94,7 +130,8 @@ class _Exchange:
 
     def _credential(self, name: bytes, server_public: bytes) -> bytes:
         payload = self.blob
-        if self.ephemeral is not None:
+        self.server_public = server_public
+        if self.ephemeral is not None and self.private:
             try:
                 self.call_key = derive_key(
                     self.ephemeral, server_public, salt=self.key, info=KEY_INFO
@@ -115,6 +152,7 @@ class _Exchange:
             size=len(self.blob),
             payload=payload,
             inline=inline,
+            session=self.session,
         )
 
     def result(self, env: dict[str, Any]) -> Any:
@@ -144,6 +182,7 @@ class Client:
         timeout: float = 60.0,
         max_poll_interval: float = 2.0,
         inline_args: int = 6000,
+        sessions: bool = True,
     ) -> None:
         self.ep = ep
         self.identity = identity or Identity.generate()
@@ -158,6 +197,12 @@ class Client:
             self.verify = lambda dv: verify_data(dv.wire, key)
         self.pure_functions: set[str] = set()  # learnt from answers: probe the memo first
         self.polls = 0
+        # one session per server prefix, agreed by the first full exchange with it: later
+        # calls are one signed Interest and its Data (``sessions=False``: every call runs the
+        # full exchange)
+        self.sessions = sessions
+        self._sessions: dict[bytes, ClientSession] = {}
+        self.counters: Counter[str] = Counter()
 
     @classmethod
     async def connect(cls, uri: str | None = None, **options: Any) -> Client:
@@ -203,6 +248,20 @@ class Client:
                     found, value = await self._probe_memo(prefix, fn, blob, function)
                     if found:
                         return value
+                session = self._sessions.get(prefix)
+                if session is not None and not session.usable(loop.time()):
+                    del self._sessions[prefix]
+                    session = None
+                if session is not None and session.packet_limit is None:
+                    session.packet_limit = await path_packet_limit(self.ep, prefix)
+                if session is not None and len(blob) <= session.inline_limit():
+                    try:
+                        return await self._session_call(
+                            prefix, fn, function, blob, private, session, progress, started
+                        )
+                    except SessionUnknown:  # the server lost it: the full exchange, once
+                        self.counters["session_fallback"] += 1
+                        self._sessions.pop(prefix, None)
                 return await self._exchange(prefix, fn, function, blob, private, progress, started)
         except TimeoutError:
             raise Timeout(f"no result within {limit} s", function) from None
@@ -230,7 +289,8 @@ class Client:
     ) -> Any:
         rnp = new_rnp()
         key = reflexive_key(rnp)
-        exchange = _Exchange(self, key, fn, blob, private)
+        want_session = self.sessions and prefix not in self._sessions
+        exchange = _Exchange(self, key, fn, blob, private, want_session)
         self.ep.handlers.add(key, exchange.handler)
         try:
             td = await self.ep.express(
@@ -244,22 +304,98 @@ class Client:
         finally:
             self.ep.handlers.remove(key)
         env = open_envelope(data_content(td), function)
+        if "sid" in env and want_session:
+            self._adopt_session(prefix, exchange, env)
+        return await self._settle(env, exchange.result, self.verify, function, progress, started)
+
+    def _adopt_session(self, prefix: bytes, exchange: _Exchange, env: dict[str, Any]) -> None:
+        """The first call's answer offered a session: derive its keys as the server did."""
+        sid, ttl = env.get("sid"), env.get("sttl")
+        if (
+            not isinstance(sid, bytes)
+            or not isinstance(ttl, (int, float))
+            or exchange.ephemeral is None
+            or exchange.server_public is None
+        ):
+            return
+        try:
+            secret = derive_session_secret(exchange.ephemeral, exchange.server_public, exchange.key)
+        except SecurityError:
+            return
+        loop = asyncio.get_running_loop()
+        self._sessions[prefix] = ClientSession.agreed(sid, secret, float(ttl), loop.time())
+        self.counters["sessions"] += 1
+
+    async def _session_call(
+        self,
+        prefix: bytes,
+        fn: str,
+        function: str,
+        blob: bytes,
+        private: bool,
+        session: ClientSession,
+        progress: Progress | None,
+        started: float,
+    ) -> Any:
+        """One signed Interest, one Data: the call in its session."""
+        seq = session.next_seq()
+        name = prefix + function_component(fn) + session_name(session.sid)
+        aad = session_call_aad(name, seq)
+        payload = session.box.seal(blob, aad=aad) if private else blob
+        try:
+            data = await self.ep.express(
+                name,
+                app_params=session_params(payload, private, session.inline_limit()),
+                signer=session.signer,
+                sig_seq=seq,  # a retransmission repeats it: the server answers, never reruns
+                lifetime_ms=self.lifetime_ms,
+                retries=self.retries,
+            )
+        except (InterestNack, InterestTimeout) as exc:
+            raise self._unavailable(exc, prefix, function) from None
+        env = open_session_answer(data, session, function)
+        self.counters["session_calls"] += 1
+
+        def result(env: dict[str, Any]) -> Any:
+            value = env.get("r")
+            if not isinstance(value, bytes):
+                raise ProtocolError("answer without a result", function)
+            if env.get("enc"):
+                value = session.box.open(value, aad=aad)
+            return unpack(value)
+
+        def verify(dv: DataView) -> None:
+            verify_hmac_data(dv.wire, session.signer)
+
+        return await self._settle(env, result, verify, function, progress, started)
+
+    async def _settle(
+        self,
+        env: dict[str, Any],
+        result: Callable[[dict[str, Any]], Any],
+        verify: Verifier | None,
+        function: str,
+        progress: Progress | None,
+        started: float,
+    ) -> Any:
+        """The result an answer gives: inline, at its memo name, or after polling a thunk."""
         state = env["s"]
         if env.get("pure"):
             self.pure_functions.add(function)
         if state == "ok":
-            return exchange.result(env)
+            return result(env)
         if state == "memo":
             self.pure_functions.add(function)
             name = self._name_field(env, function)
-            return exchange.result(open_envelope(await self._fetch(name, function), function))
+            return result(open_envelope(await self._fetch(name, function), function))
         if state != "thunk":
             raise ProtocolError(f"unexpected answer {state!r}", function)
-        return await self._poll(exchange, env, function, progress, started)
+        return await self._poll(result, verify, env, function, progress, started)
 
     async def _poll(
         self,
-        exchange: _Exchange,
+        result: Callable[[dict[str, Any]], Any],
+        verify: Verifier | None,
         env: dict[str, Any],
         function: str,
         progress: Progress | None,
@@ -273,7 +409,7 @@ class Client:
                 progress("running", loop.time() - started, eta)
             await asyncio.sleep(min(max(eta, 0.0), self.max_poll_interval))
             self.polls += 1
-            env = open_envelope(await self._fetch(name, function), function)
+            env = open_envelope(await self._fetch(name, function, verify), function)
             if env["s"] == "pending":
                 eta = float(env.get("eta", 0.0))
                 continue
@@ -281,9 +417,9 @@ class Client:
                 raise ProtocolError(f"unexpected result answer {env['s']!r}", function)
             if progress is not None:
                 progress("done", loop.time() - started, 0.0)
-            return exchange.result(env)
+            return result(env)
 
-    async def _fetch(self, name: bytes, function: str) -> bytes:
+    async def _fetch(self, name: bytes, function: str, verify: Verifier | None = None) -> bytes:
         try:
             return await self.ep.fetch_segments(
                 name,
@@ -291,7 +427,7 @@ class Client:
                 retries=self.retries,
                 must_be_fresh=True,
                 window=16,
-                verify=self.verify,
+                verify=verify or self.verify,
             )
         except (InterestNack, InterestTimeout) as exc:
             raise self._unavailable(exc, name, function) from None

@@ -37,6 +37,7 @@ class Credential:
     payload_size: int  # what travels (sealed when private)
     payload_digest: bytes
     inline: bytes | None
+    session: bool = False  # the caller asks for a session (its ephemeral key agrees it)
 
 
 def build_credential(
@@ -50,6 +51,7 @@ def build_credential(
     size: int,
     payload: bytes,
     inline: bool,
+    session: bool = False,
 ) -> bytes:
     """The signed credential Data, named ``name`` (the Reflexive Interest's name)."""
     content = pack(
@@ -64,6 +66,7 @@ def build_credential(
             "h": hashlib.sha256(payload).digest(),
             "args": payload if inline else None,
             "t": time.time(),
+            "sess": session,
         }
     )
     return make_data(name, content, signer=identity.signer())
@@ -100,6 +103,7 @@ def check_credential(data: DataView, *, function: str, rnp_key: bytes) -> Creden
             payload_size=int(fields["psize"]),
             payload_digest=bytes(fields["h"]),
             inline=None if fields["args"] is None else bytes(fields["args"]),
+            session=bool(fields.get("sess", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BadArguments(f"malformed credential: {exc}", function) from None

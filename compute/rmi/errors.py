@@ -78,6 +78,14 @@ class ResultLost(RmiError):
     kind = "result_lost"
 
 
+class SessionUnknown(RmiError):
+    """The server does not know the session a call came in (it expired, or the server
+    restarted).  The client runs the full exchange again, which agrees a new session; callers
+    see this only if that fails too."""
+
+    kind = "session"
+
+
 class ProtocolError(RmiError):
     """A peer sent something this side cannot read (a version or encoding mismatch)."""
 
@@ -93,6 +101,7 @@ BY_KIND: dict[str, type[RmiError]] = {
         BadArguments,
         Overloaded,
         ResultLost,
+        SessionUnknown,
         ProtocolError,
     )
 }

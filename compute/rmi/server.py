@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -25,12 +26,27 @@ from compute.rmi.errors import (
     RemoteError,
     ResultLost,
     RmiError,
+    SessionUnknown,
     Unauthorized,
 )
 from compute.rmi.functions import FunctionSpec
 from compute.rmi.jobs import Job, JobRunner
 from compute.rmi.policy import anyone
 from compute.rmi.polls import MAX_HELD_POLLS, HeldPoll, PollHolding
+from compute.rmi.session import (
+    DEFAULT_LIFETIME,
+    DEFAULT_MAX_SESSIONS,
+    MAX_WAITING_REPEATS,
+    SESSION,
+    ServerSession,
+    SessionCall,
+    SessionCheck,
+    SessionTable,
+    derive_session_secret,
+    read_session_params,
+    session_call_aad,
+    session_offer,
+)
 from compute.rmi.store import BoundedStore
 from compute.rmi.wire import (
     ARGS,
@@ -40,12 +56,14 @@ from compute.rmi.wire import (
     THUNK,
     call_digest,
     component_text,
+    component_value,
     envelope,
     error_envelope,
     memo_name,
     split_service_name,
     thunk_name,
     unpack_args,
+    with_fields,
 )
 from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.handlers import Reply
@@ -54,10 +72,13 @@ from icn.dataplane.segments import fetch_segments
 from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, SecurityError
 from icn.security.keys import Identity
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
+from icn.security.signed_interest import SignedInterest, read_signed_interest
+from icn.wire.encode import make_data
 from icn.wire.name import NameLike, as_name, generic, to_uri
 from icn.wire.packet import InterestView
 from icn.wire.reflexive import LIFETIME_EXTENSION
 from icn.wire.serialize import pack
+from icn.wire.signer import Signer
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +104,8 @@ class ServerConfig:
     margin: float = 0.1  # seconds kept between answering and the Trigger Interest expiring
     key_rotation: float = 60.0  # seconds one X25519 key serves private calls
     max_held_polls: int = MAX_HELD_POLLS  # result polls waiting for calls due soon
+    session_lifetime: float = DEFAULT_LIFETIME  # seconds a caller's session lasts
+    max_sessions: int = DEFAULT_MAX_SESSIONS
 
 
 class _Call:
@@ -136,6 +159,7 @@ class RmiServer:
             margin=cfg.margin, max_held=cfg.max_held_polls
         )
         self._poll_timer: asyncio.TimerHandle | None = None
+        self._sessions = SessionTable(lifetime=cfg.session_lifetime, max_sessions=cfg.max_sessions)
         self._tasks: set[asyncio.Task[None]] = set()
         self._eph: EphemeralKey | None = None
         self._eph_until = 0.0
@@ -174,6 +198,10 @@ class RmiServer:
             self._on_memo(iv, reply, component_text(parts[0]) or "", component_text(parts[2]))
         elif len(parts) == 2 and parts[1][0] == 59:  # /<fn>/<RNP>: a Trigger Interest
             self._on_trigger(iv, reply, component_text(parts[0]) or "", parts[1])
+        elif len(parts) == 4 and parts[1] == SESSION:  # /<fn>/_s/<sid>/<digest>: in a session
+            self._on_session_call(
+                iv, reply, component_text(parts[0]) or "", component_value(parts[2])
+            )
         else:
             self.counters["drop_bad_name"] += 1
 
@@ -200,7 +228,9 @@ class RmiServer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + iv.lifetime / 1000.0
         try:
-            content, deadline = await self._run_call(function, key, deadline)
+            content, deadline, session = await self._run_call(function, key, deadline)
+            if session is not None:  # the answer tells the caller its session
+                content = with_fields(content, session_offer(session, self._sessions.lifetime))
         except RmiError as exc:
             self.counters[f"refused_{exc.kind}"] += 1
             content = error_envelope(exc)
@@ -220,17 +250,24 @@ class RmiServer:
             self.counters["answer_late"] += 1
         self._answer(iv, reply, content)
 
-    async def _run_call(self, function: str, key: bytes, deadline: float) -> tuple[bytes, float]:
-        cfg = self.config
-        loop = asyncio.get_running_loop()
+    def _spec(self, function: str) -> FunctionSpec:
+        """The function called, if it is served and the server has room for a call."""
         spec = self.functions.get(function)
         if spec is None:
             raise NoSuchFunction(
                 f"no function {function!r} here; served: {', '.join(sorted(self.functions))}",
                 to_uri(self.prefix),
             )
-        if len(self.jobs.running) >= cfg.max_jobs:
-            raise Overloaded(f"{cfg.max_jobs} calls in progress; retry later", function)
+        if len(self.jobs.running) >= self.config.max_jobs:
+            raise Overloaded(f"{self.config.max_jobs} calls in progress; retry later", function)
+        return spec
+
+    async def _run_call(
+        self, function: str, key: bytes, deadline: float
+    ) -> tuple[bytes, float, ServerSession | None]:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        spec = self._spec(function)
         eph = self._ephemeral(loop.time())
         extend = LIFETIME_EXTENSION * cfg.ri_lifetime_ms / 1000.0
         hello = await self.ep.express(
@@ -275,24 +312,56 @@ class RmiServer:
                 raise BadArguments(f"unusable call key: {exc}", function) from None
         blob = self._open_args(call_key, payload, key, function)
         args, kwargs = self._bind(spec, blob)
+        session = None
+        if cred.session:
+            try:
+                secret = derive_session_secret(eph, cred.ephemeral, key)
+            except SecurityError:
+                self.counters["session_refused"] += 1  # an unusable key: no session, the call runs
+            else:
+                session = self._sessions.create(cred.caller, secret, loop.time())
+                self.counters["sessions"] += 1
+        content = await self._start_job(
+            spec, args, kwargs, blob, call_key, key, deadline, self.ep.signer, cfg.inline_max
+        )
+        return content, deadline, session
+
+    async def _start_job(
+        self,
+        spec: FunctionSpec,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        blob: bytes,
+        call_key: CallKey | None,
+        key: bytes,
+        deadline: float,
+        signer: Signer | None,
+        inline_max: int,
+    ) -> bytes:
+        """Start an authorized call and give its answer: the result if it is ready within the
+        inline budget and fits ``inline_max``, else a thunk (its result signed by ``signer``,
+        sealed under ``call_key`` with ``key`` as associated data for a private call)."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        function = spec.name
         # In-network memoization makes a result public to whoever knows the arguments, so
         # only pure functions that anyone may call, and only calls that are not private.
         digest = None
-        if spec.pure and not cred.private and spec.policy is anyone:
+        if spec.pure and call_key is None and spec.policy is anyone:
             digest = call_digest(function, blob)
             if self._memo.get(digest, loop.time()) is not None:
                 self.counters["memo_hit"] += 1
-                return envelope("memo", name=memo_name(self.prefix, function, digest)), deadline
+                return envelope("memo", name=memo_name(self.prefix, function, digest))
         job = self.jobs.start(spec, args, kwargs)
         self.counters["started"] += 1
-        job.callbacks.append(lambda j: self._finished(j, call_key, key, digest))
+        job.callbacks.append(lambda j: self._finished(j, call_key, key, digest, signer))
         budget = min(cfg.inline_budget, deadline - cfg.margin - loop.time())
         if budget > 0 and not job.done:
             done: asyncio.Future[None] = loop.create_future()
             job.callbacks.append(lambda j: _resolve(done))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done, budget)
-        return self._trigger_answer(job, function, digest), deadline
+        return self._trigger_answer(job, function, digest, inline_max)
 
     def _open_args(
         self, call_key: CallKey | None, payload: bytes, key: bytes, function: str
@@ -312,14 +381,16 @@ class RmiServer:
             raise BadArguments(str(exc), spec.name) from None
         return args, kwargs
 
-    def _trigger_answer(self, job: Job, function: str, digest: str | None) -> bytes:
+    def _trigger_answer(
+        self, job: Job, function: str, digest: str | None, inline_max: int
+    ) -> bytes:
         if job.done:
             if isinstance(job.outcome, RemoteError):
                 return error_envelope(job.outcome)
             if digest is not None:
                 return envelope("memo", name=memo_name(self.prefix, function, digest))
             obj = self._results.get(job.token, asyncio.get_running_loop().time())
-            if obj is not None and len(obj.content) <= self.config.inline_max:
+            if obj is not None and len(obj.content) <= inline_max:
                 self.counters["inline"] += 1
                 self._results.pop(job.token)
                 return obj.content.tobytes()
@@ -328,7 +399,14 @@ class RmiServer:
         eta = job.eta(asyncio.get_running_loop().time())
         return envelope("thunk", name=name, eta=eta, pure=digest is not None)
 
-    def _finished(self, job: Job, call_key: CallKey | None, key: bytes, digest: str | None) -> None:
+    def _finished(
+        self,
+        job: Job,
+        call_key: CallKey | None,
+        key: bytes,
+        digest: str | None,
+        signer: Signer | None = None,
+    ) -> None:
         outcome = job.outcome
         if isinstance(outcome, RemoteError):
             self.counters["failed"] += 1
@@ -353,7 +431,7 @@ class RmiServer:
             thunk_name(self.prefix, job.token),
             content,
             freshness=cfg.result_freshness_ms,
-            signer=self.ep.signer,
+            signer=signer or self.ep.signer,
         )
         now = asyncio.get_running_loop().time()
         self._results.put(job.token, obj, now, len(content))
@@ -367,6 +445,87 @@ class RmiServer:
             signer=self.ep.signer,
         )
         self._memo.put(digest, obj, asyncio.get_running_loop().time(), len(content))
+
+    # ---- calls in a session ------------------------------------------------------------------
+
+    def _on_session_call(self, iv: InterestView, reply: Reply, function: str, sid: bytes) -> None:
+        """A call in a session: checked (HMAC, time, sequence) before anything else; a replay
+        never runs the function (a retransmission gets the answer of the call it repeats)."""
+        loop = asyncio.get_running_loop()
+        try:
+            si = read_signed_interest(iv)
+        except DecodeError:
+            self.counters["drop_bad_session_call"] += 1
+            return
+        verdict, session = self._sessions.check(sid, si, loop.time(), time.time_ns() // 1_000_000)
+        seq = si.fields.seq
+        if verdict == SessionCheck.OK and session is not None and seq is not None:
+            self.counters["session_calls"] += 1
+            call = SessionCall()
+            session.remember(seq, call)
+            task = loop.create_task(
+                self._serve_session_call(iv, reply, function, session, si, call)
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        self.counters[f"session_{verdict}"] += 1
+        if verdict == SessionCheck.REPLAY and session is not None and seq is not None:
+            earlier = session.calls.get(seq)
+            if earlier is not None:  # the caller's retransmission, or a replay: not run again
+                if earlier.answer is not None:
+                    reply(make_data(iv.name, earlier.answer, signer=session.signer))
+                elif len(earlier.waiting) < MAX_WAITING_REPEATS:
+                    earlier.waiting.append((iv.name, reply))
+                return
+        error: RmiError
+        if verdict == SessionCheck.UNKNOWN:
+            error = SessionUnknown("no such session here (expired, or the server restarted)")
+        else:
+            error = Unauthorized(f"session call refused ({verdict})", function)
+        if session is None:  # no key to sign with: the caller falls back on it, unverified
+            self._answer(iv, reply, error_envelope(error))
+        else:
+            reply(make_data(iv.name, error_envelope(error), signer=session.signer))
+
+    async def _serve_session_call(
+        self,
+        iv: InterestView,
+        reply: Reply,
+        function: str,
+        session: ServerSession,
+        si: SignedInterest,
+        call: SessionCall,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + iv.lifetime / 1000.0
+        try:
+            spec = self._spec(function)
+            if not spec.policy(session.caller):
+                raise Unauthorized(
+                    f"key {session.caller.fingerprint[:16]} is not authorized to call it", function
+                )
+            self.counters["authorized"] += 1
+            payload, private, limit = read_session_params(si.params, function)
+            aad = session_call_aad(si.name_part, si.fields.seq or 0)
+            box = session.box if private else None
+            blob = self._open_args(box, payload, aad, function)
+            args, kwargs = self._bind(spec, blob)
+            content = await self._start_job(
+                spec, args, kwargs, blob, box, aad, deadline, session.signer, limit
+            )
+        except RmiError as exc:
+            self.counters[f"refused_{exc.kind}"] += 1
+            content = error_envelope(exc)
+        except Exception:  # a bug here must not leave the caller waiting in silence
+            self.counters["internal_error"] += 1
+            log.exception("session call %s failed inside the server", to_uri(iv.name))
+            content = error_envelope(ProtocolError("the server failed handling the call", function))
+        call.answer = content
+        reply(make_data(iv.name, content, signer=session.signer))
+        for name, again in call.waiting:
+            again(make_data(name, content, signer=session.signer))
+        call.waiting.clear()
 
     # ---- result fetch ------------------------------------------------------------------------
 

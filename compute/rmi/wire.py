@@ -83,6 +83,15 @@ def envelope(status: str, **fields: Any) -> bytes:
     return pack({"v": VERSION, "s": status, **fields})
 
 
+def with_fields(blob: bytes, fields: dict[str, Any]) -> bytes:
+    """An envelope with ``fields`` added (the first call's answer carries its session)."""
+    value = unpack(blob)
+    if not isinstance(value, dict):
+        raise DecodeError("an envelope is a map")
+    value.update(fields)
+    return pack(value)
+
+
 def error_envelope(exc: RmiError) -> bytes:
     fields: dict[str, Any] = {"kind": exc.kind, "msg": exc.message}
     if isinstance(exc, RemoteError):

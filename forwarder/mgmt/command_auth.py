@@ -20,19 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from icn.errors import DecodeError
+from icn.security.signed_interest import (
+    SignatureFields,
+    parse_signature_info,
+    read_signed_interest,
+)
 from icn.wire import tlv_types as T
-from icn.wire.name import component_ends, generic
-from icn.wire.packet import parse_interest
-from icn.wire.tlv import is_critical, iter_tlvs, read_nni, read_tl
+from icn.wire.name import generic
+from icn.wire.packet import InterestView, parse_interest
+from icn.wire.tlv import iter_tlvs, read_nni, read_tl
 
 CONTROL_PARAMETERS = 0x68
 # The key name ndn-cxx gives DigestSha256 signatures, which carry no KeyLocator.
 DIGEST_KEY_NAME = generic("localhost") + generic("identity") + generic("digest-sha256")
 _KEYED_TYPES = frozenset(
     (T.SIG_SHA256_WITH_RSA, T.SIG_SHA256_WITH_ECDSA, T.SIG_HMAC_WITH_SHA256, T.SIG_ED25519)
-)
-_SIG_INFO_FIELDS = frozenset(
-    (T.SIGNATURE_TYPE, T.KEY_LOCATOR, T.SIGNATURE_NONCE, T.SIGNATURE_TIME, T.SIGNATURE_SEQ_NUM)
 )
 
 
@@ -54,14 +56,6 @@ class SignedCommand:
     form: str  # "v1" (name-embedded signature) or "v2" (v0.3 signed Interest)
 
 
-@dataclass(slots=True)
-class _SigInfo:
-    sig_type: int
-    key_name: bytes | None = None  # None also for a KeyDigest locator
-    nonce: bytes | None = None
-    time_ms: int | None = None
-
-
 def _reject(text: str) -> CommandRejected:
     return CommandRejected(403, text)
 
@@ -79,7 +73,7 @@ def parse_command(interest_wire: bytes, prefix_components: int = 4) -> SignedCom
         params = _control_parameters(name, *comps[prefix_components])
     try:
         if iv.has_params:
-            key, t, nonce = _check_v2(iv.wire, name, comps[-1])
+            key, t, nonce = _check_v2(iv)
         elif trailer < n:
             key, t, nonce = _check_v1(name, comps[-4:])
         else:
@@ -117,7 +111,7 @@ def _inner(buf: bytes, expect: int) -> tuple[int, int]:
 
 def _check_v1(name: bytes, trailer: list[tuple[int, int]]) -> tuple[bytes, int, bytes]:
     stamp, nonce, info, value = (_generic_value(name, s, e) for s, e in trailer)
-    sig = _signature_info(info, *_inner(info, T.SIGNATURE_INFO))
+    sig = parse_signature_info(info, *_inner(info, T.SIGNATURE_INFO))
     vstart, vend = _inner(value, T.SIGNATURE_VALUE)
     t = read_nni(stamp, 0, len(stamp))
     if not nonce:
@@ -126,77 +120,18 @@ def _check_v1(name: bytes, trailer: list[tuple[int, int]]) -> tuple[bytes, int, 
     return _key_name(sig, name[: trailer[-1][0]], value[vstart:vend]), t, nonce
 
 
-def _check_v2(wire: bytes, name: bytes, digest: tuple[int, int]) -> tuple[bytes, int, bytes]:
-    dstart, dend = digest
-    if name[dstart] != T.COMP_PARAMS_DIGEST:
-        raise _reject("ParametersSha256Digest must be the last name component")
-    _, off, end = read_tl(wire, 0, len(wire))
-    params_at = value_at = -1
-    info: tuple[int, int] | None = None
-    sig_value = b""
-    while off < end:
-        typ, vstart, vend = read_tl(wire, off, end)
-        if params_at < 0:
-            if typ == T.APPLICATION_PARAMETERS:
-                params_at = off
-        elif typ == T.INTEREST_SIGNATURE_INFO and info is None:
-            info = (vstart, vend)
-        elif typ == T.INTEREST_SIGNATURE_VALUE and info is not None and value_at < 0:
-            value_at, sig_value = off, wire[vstart:vend]
-        elif typ in (T.INTEREST_SIGNATURE_INFO, T.INTEREST_SIGNATURE_VALUE):
-            raise DecodeError("duplicate or misplaced InterestSignatureInfo/Value")
-        off = vend
-    # The digest covers everything from ApplicationParameters to the end, as in ndn-cxx.
-    if hashlib.sha256(wire[params_at:end]).digest() != name[dstart + 2 : dend]:
-        raise _reject("ParametersSha256Digest does not match the parameters")
-    if info is None:
-        raise _reject("command Interest is not signed")
-    if value_at < 0:
-        raise _reject("InterestSignatureValue missing")
-    sig = _signature_info(wire, *info)
+def _check_v2(iv: InterestView) -> tuple[bytes, int, bytes]:
+    si = read_signed_interest(iv)  # DecodeError: rejected by parse_command
+    sig = si.fields
     if sig.nonce is None:
         raise _reject("SignatureNonce missing")
     if sig.time_ms is None:
         raise _reject("SignatureTime missing")
-    key = _key_name(sig, name[:dstart] + wire[params_at:value_at], sig_value)
+    key = _key_name(sig, si.name_part + si.block_part, si.value)
     return key, sig.time_ms, sig.nonce
 
 
-def _signature_info(buf: bytes, start: int, end: int) -> _SigInfo:
-    """SignatureInfo or InterestSignatureInfo value; DecodeError when malformed."""
-    fields: dict[int, tuple[int, int]] = {}
-    for typ, vstart, vend in iter_tlvs(buf, start, end):
-        if not fields and typ != T.SIGNATURE_TYPE:
-            raise DecodeError("SignatureInfo must start with SignatureType")
-        if typ in _SIG_INFO_FIELDS:
-            if typ in fields:
-                raise DecodeError(f"duplicate element {typ} in SignatureInfo")
-            fields[typ] = (vstart, vend)
-        elif is_critical(typ):
-            raise DecodeError(f"unexpected critical element {typ} in SignatureInfo")
-    if not fields:
-        raise DecodeError("empty SignatureInfo")
-    sig = _SigInfo(read_nni(buf, *fields[T.SIGNATURE_TYPE]))
-    if T.KEY_LOCATOR in fields:
-        typ, vstart, vend = read_tl(buf, *fields[T.KEY_LOCATOR])
-        if typ == T.NAME:
-            component_ends(buf, vstart, vend)
-            sig.key_name = buf[vstart:vend]
-        elif typ != T.KEY_DIGEST:
-            raise DecodeError(f"unexpected element {typ} in KeyLocator")
-    if T.SIGNATURE_NONCE in fields:
-        vstart, vend = fields[T.SIGNATURE_NONCE]
-        if vstart == vend:
-            raise DecodeError("empty SignatureNonce")
-        sig.nonce = buf[vstart:vend]
-    if T.SIGNATURE_TIME in fields:
-        sig.time_ms = read_nni(buf, *fields[T.SIGNATURE_TIME])
-    if T.SIGNATURE_SEQ_NUM in fields:  # checked for form only: NFD's command policy ignores it
-        read_nni(buf, *fields[T.SIGNATURE_SEQ_NUM])
-    return sig
-
-
-def _key_name(sig: _SigInfo, signed: bytes, value: bytes) -> bytes:
+def _key_name(sig: SignatureFields, signed: bytes, value: bytes) -> bytes:
     if sig.sig_type == T.SIG_DIGEST_SHA256:  # a KeyLocator, if any, is ignored
         if hashlib.sha256(signed).digest() != value:
             raise _reject("DigestSha256 signature does not match")

@@ -208,6 +208,8 @@ class Endpoint:
         must_be_fresh: bool = False,
         app_params: bytes | None = None,
         signed: bool = False,
+        signer: Signer | None = None,
+        sig_seq: int | None = None,
         hop_limit: int | None = None,
         forwarding_hint: list[bytes] | None = None,
         timeout: float | None = None,
@@ -224,7 +226,9 @@ class Endpoint:
         network gave its answer).  A Trigger Interest (its name ends in a reflexive segment)
         waits longer while Reflexive Interests for it arrive, 1.5 times their lifetime from
         each, as the forwarders keep its PIT entry.  Read the content with
-        :func:`data_content`.
+        :func:`data_content`.  ``signed`` makes it a signed Interest (DigestSha256), ``signer``
+        one signed by that signer, with SignatureSeqNum ``sig_seq`` if given (a retransmission
+        keeps it; SignatureNonce and SignatureTime are new each time).
         """
         if retries:
             if retries < 0:
@@ -238,6 +242,8 @@ class Endpoint:
                 must_be_fresh=must_be_fresh,
                 app_params=app_params,
                 signed=signed,
+                signer=signer,
+                sig_seq=sig_seq,
                 hop_limit=hop_limit,
                 forwarding_hint=forwarding_hint,
             )
@@ -248,6 +254,8 @@ class Endpoint:
             must_be_fresh=must_be_fresh,
             app_params=app_params,
             signed=signed,
+            signer=signer,
+            sig_seq=sig_seq,
             hop_limit=hop_limit,
             forwarding_hint=forwarding_hint,
         )
@@ -269,6 +277,8 @@ class Endpoint:
         must_be_fresh: bool = False,
         app_params: bytes | None = None,
         signed: bool = False,
+        signer: Signer | None = None,
+        sig_seq: int | None = None,
         hop_limit: int | None = None,
         forwarding_hint: list[bytes] | None = None,
     ) -> PendingInterest:
@@ -281,10 +291,12 @@ class Endpoint:
         if lifetime_ms <= 0:
             raise EncodeError("lifetime_ms must be positive")
         value = as_name(name)
-        if signed:
+        if signed or signer is not None:
             enc = encode_signed_interest(
                 value,
                 app_params=app_params or b"",
+                signer=signer or DIGEST_SHA256,
+                sig_seq=sig_seq,
                 lifetime=lifetime_ms,
                 can_be_prefix=can_be_prefix,
                 must_be_fresh=must_be_fresh,

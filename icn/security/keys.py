@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from icn.errors import ConfigError, DecodeError, ValidationError
+from icn.security.hmac_signer import HmacSigner
 from icn.wire import tlv_types as T
 from icn.wire.name import component_ends, from_uri, generic, to_uri
 from icn.wire.packet import parse_data
@@ -284,6 +285,16 @@ def verify_data(wire: bytes, public_key: bytes) -> None:
         raise ValidationError(f"not an Ed25519 public key: {len(public_key)} bytes") from None
     except InvalidSignature:
         raise ValidationError("Ed25519 signature does not verify") from None
+
+
+def verify_hmac_data(wire: bytes, signer: HmacSigner) -> None:
+    """Check that ``wire`` is a Data packet HMAC-SHA256-signed under ``signer``'s secret and
+    names that secret (its KeyLocator); ValidationError if not."""
+    loc = _locate(wire)
+    if loc.info.sig_type != T.SIG_HMAC_WITH_SHA256 or loc.info.key_name != signer.key_name:
+        raise ValidationError("Data is not signed by this session's HMAC key")
+    if not signer.verify_parts(loc.sig_value, memoryview(wire)[loc.value_start : loc.signed_end]):
+        raise ValidationError("HMAC signature does not verify")
 
 
 class AuthorizedKeys:

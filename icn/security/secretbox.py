@@ -90,6 +90,14 @@ def derive_key(my_private: EphemeralKey, peer_public: bytes, salt: bytes, info: 
     SecurityError if ``peer_public`` is not 32 bytes or is a low-order point (the shared
     secret would be all zeros, known to anyone).
     """
+    return CallKey(derive_secret(my_private, peer_public, salt, info))
+
+
+def derive_secret(
+    my_private: EphemeralKey, peer_public: bytes, salt: bytes, info: bytes, length: int = KEY_LEN
+) -> bytes:
+    """``length`` bytes both sides derive, HKDF-SHA256(X25519(my_private, peer_public)), to cut
+    into keys (a session's HMAC key and its sealing key); errors as :func:`derive_key`."""
     if len(peer_public) != PUBLIC_KEY_LEN:
         raise SecurityError(
             f"peer X25519 public key is {len(peer_public)} bytes, expected {PUBLIC_KEY_LEN}"
@@ -101,5 +109,5 @@ def derive_key(my_private: EphemeralKey, peer_public: bytes, salt: bytes, info: 
             "peer X25519 public key is a low-order point: refused, the shared secret would be "
             "all zeros"
         ) from None
-    hkdf = HKDF(algorithm=hashes.SHA256(), length=KEY_LEN, salt=salt, info=info)
-    return CallKey(hkdf.derive(shared))
+    hkdf = HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=info)
+    return hkdf.derive(shared)

@@ -16,12 +16,23 @@ import hashlib
 import os
 import threading
 import time
+from dataclasses import dataclass
 
-from icn.errors import EncodeError
+from icn.errors import DecodeError, EncodeError
 from icn.wire import tlv_types as T
 from icn.wire.encode import EncodedInterest, checked_component_ends
+from icn.wire.name import component_ends
+from icn.wire.packet import InterestView
 from icn.wire.signer import DIGEST_SHA256, Signer
-from icn.wire.tlv import encode_nni_tlv, encode_tlv, encode_varnum, iter_tlvs
+from icn.wire.tlv import (
+    encode_nni_tlv,
+    encode_tlv,
+    encode_varnum,
+    is_critical,
+    iter_tlvs,
+    read_nni,
+    read_tl,
+)
 
 SIGNATURE_NONCE_SIZE = 8
 
@@ -57,7 +68,9 @@ def _strip_params_digest(name: bytes) -> tuple[bytes, list[int]]:
     return b"".join(parts), kept
 
 
-def _signature_info(signer: Signer, key_locator: bytes | None, nonce: bytes, when: int) -> bytes:
+def _signature_info(
+    signer: Signer, key_locator: bytes | None, nonce: bytes, when: int, seq: int | None = None
+) -> bytes:
     info = signer.signature_info()
     if key_locator is not None:
         if any(typ == T.KEY_LOCATOR for typ, _, _ in iter_tlvs(info, 0, len(info))):
@@ -65,6 +78,8 @@ def _signature_info(signer: Signer, key_locator: bytes | None, nonce: bytes, whe
         info += encode_tlv(T.KEY_LOCATOR, encode_tlv(T.NAME, key_locator))
     info += encode_tlv(T.SIGNATURE_NONCE, nonce)
     info += encode_nni_tlv(T.SIGNATURE_TIME, when)
+    if seq is not None:
+        info += encode_nni_tlv(T.SIGNATURE_SEQ_NUM, seq)
     return encode_tlv(T.INTEREST_SIGNATURE_INFO, info)
 
 
@@ -75,6 +90,7 @@ def make_signed_interest(
     signer: Signer = DIGEST_SHA256,
     sig_nonce: bytes | None = None,
     sig_time_ms: int | None = None,
+    sig_seq: int | None = None,
     lifetime: int | None = None,
     can_be_prefix: bool = False,
     must_be_fresh: bool = False,
@@ -90,6 +106,7 @@ def make_signed_interest(
         signer=signer,
         sig_nonce=sig_nonce,
         sig_time_ms=sig_time_ms,
+        sig_seq=sig_seq,
         lifetime=lifetime,
         can_be_prefix=can_be_prefix,
         must_be_fresh=must_be_fresh,
@@ -107,6 +124,7 @@ def encode_signed_interest(
     signer: Signer = DIGEST_SHA256,
     sig_nonce: bytes | None = None,
     sig_time_ms: int | None = None,
+    sig_seq: int | None = None,
     lifetime: int | None = None,
     can_be_prefix: bool = False,
     must_be_fresh: bool = False,
@@ -138,7 +156,7 @@ def encode_signed_interest(
     when = next_signature_time() if sig_time_ms is None else sig_time_ms
 
     params = encode_tlv(T.APPLICATION_PARAMETERS, app_params)
-    sig_info = _signature_info(signer, key_locator, sig_nonce, when)
+    sig_info = _signature_info(signer, key_locator, sig_nonce, when, sig_seq)
     sig_value = encode_tlv(T.INTEREST_SIGNATURE_VALUE, signer.sign(name + params + sig_info))
     block = params + sig_info + sig_value
     full_name = name + b"\x02\x20" + hashlib.sha256(block).digest()
@@ -162,3 +180,110 @@ def encode_signed_interest(
     header = b"\x05" + encode_varnum(len(value))
     ends.append(len(full_name))
     return EncodedInterest(header + value, full_name, ends, len(header) + nonce_at)
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+_SIG_INFO_FIELDS = frozenset(
+    (T.SIGNATURE_TYPE, T.KEY_LOCATOR, T.SIGNATURE_NONCE, T.SIGNATURE_TIME, T.SIGNATURE_SEQ_NUM)
+)
+
+
+@dataclass(slots=True)
+class SignatureFields:
+    """What a SignatureInfo (or InterestSignatureInfo) says."""
+
+    sig_type: int
+    key_name: bytes | None = None  # a KeyLocator Name's value; None also for a KeyDigest
+    nonce: bytes | None = None
+    time_ms: int | None = None
+    seq: int | None = None
+
+
+def parse_signature_info(buf: bytes, start: int, end: int) -> SignatureFields:
+    """A SignatureInfo or InterestSignatureInfo value; DecodeError when malformed."""
+    fields: dict[int, tuple[int, int]] = {}
+    for typ, vstart, vend in iter_tlvs(buf, start, end):
+        if not fields and typ != T.SIGNATURE_TYPE:
+            raise DecodeError("SignatureInfo must start with SignatureType")
+        if typ in _SIG_INFO_FIELDS:
+            if typ in fields:
+                raise DecodeError(f"duplicate element {typ} in SignatureInfo")
+            fields[typ] = (vstart, vend)
+        elif is_critical(typ):
+            raise DecodeError(f"unexpected critical element {typ} in SignatureInfo")
+    if not fields:
+        raise DecodeError("empty SignatureInfo")
+    sig = SignatureFields(read_nni(buf, *fields[T.SIGNATURE_TYPE]))
+    if T.KEY_LOCATOR in fields:
+        typ, vstart, vend = read_tl(buf, *fields[T.KEY_LOCATOR])
+        if typ == T.NAME:
+            component_ends(buf, vstart, vend)
+            sig.key_name = buf[vstart:vend]
+        elif typ != T.KEY_DIGEST:
+            raise DecodeError(f"unexpected element {typ} in KeyLocator")
+    if T.SIGNATURE_NONCE in fields:
+        vstart, vend = fields[T.SIGNATURE_NONCE]
+        if vstart == vend:
+            raise DecodeError("empty SignatureNonce")
+        sig.nonce = buf[vstart:vend]
+    if T.SIGNATURE_TIME in fields:
+        sig.time_ms = read_nni(buf, *fields[T.SIGNATURE_TIME])
+    if T.SIGNATURE_SEQ_NUM in fields:
+        sig.seq = read_nni(buf, *fields[T.SIGNATURE_SEQ_NUM])
+    return sig
+
+
+@dataclass(slots=True)
+class SignedInterest:
+    """A v0.3 signed Interest, read: its signature fields, its ApplicationParameters value, and
+    the two pieces of its signed portion (the name's components without the parameters digest,
+    then ApplicationParameters through InterestSignatureInfo)."""
+
+    fields: SignatureFields
+    params: bytes
+    name_part: bytes
+    block_part: bytes
+    value: bytes
+
+
+def read_signed_interest(iv: InterestView) -> SignedInterest:
+    """The signature of a parsed Interest (:func:`icn.wire.packet.parse_interest`), with the
+    ParametersSha256Digest checked; the signature itself is the caller's to verify (it knows
+    the key).  DecodeError for an Interest that is not a well-formed v0.3 signed Interest."""
+    wire, name, ends = iv.wire, iv.name, iv.name_ends
+    if not iv.has_params:
+        raise DecodeError("the Interest is not signed (no ApplicationParameters)")
+    dstart = ends[-2] if len(ends) > 1 else 0
+    if name[dstart] != T.COMP_PARAMS_DIGEST:
+        raise DecodeError("ParametersSha256Digest must be the last name component")
+    _, off, end = read_tl(wire, 0, len(wire))
+    params_at = value_at = -1
+    params = sig_value = b""
+    info: tuple[int, int] | None = None
+    while off < end:
+        typ, vstart, vend = read_tl(wire, off, end)
+        if params_at < 0:
+            if typ == T.APPLICATION_PARAMETERS:
+                params_at, params = off, wire[vstart:vend]
+        elif typ == T.INTEREST_SIGNATURE_INFO and info is None:
+            info = (vstart, vend)
+        elif typ == T.INTEREST_SIGNATURE_VALUE and info is not None and value_at < 0:
+            value_at, sig_value = off, wire[vstart:vend]
+        elif typ in (T.INTEREST_SIGNATURE_INFO, T.INTEREST_SIGNATURE_VALUE):
+            raise DecodeError("duplicate or misplaced InterestSignatureInfo/Value")
+        off = vend
+    if info is None:
+        raise DecodeError("the Interest is not signed (no InterestSignatureInfo)")
+    if value_at < 0:
+        raise DecodeError("InterestSignatureValue missing")
+    # the digest covers everything from ApplicationParameters to the end, as in ndn-cxx
+    if hashlib.sha256(memoryview(wire)[params_at:end]).digest() != name[dstart + 2 :]:
+        raise DecodeError("ParametersSha256Digest does not match the parameters")
+    return SignedInterest(
+        parse_signature_info(wire, *info),
+        params,
+        name[:dstart],
+        wire[params_at:value_at],
+        sig_value,
+    )
