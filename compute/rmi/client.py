@@ -15,7 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from compute.rmi.credential import build_credential
-from compute.rmi.errors import ProtocolError, ServerUnavailable, SessionUnknown, Timeout
+from compute.rmi.errors import (
+    ProtocolError,
+    ResultLost,
+    ServerUnavailable,
+    SessionUnknown,
+    Timeout,
+)
 from compute.rmi.session import (
     ClientSession,
     derive_session_secret,
@@ -365,7 +371,17 @@ class Client:
             return unpack(value)
 
         def verify(dv: DataView) -> None:
-            verify_hmac_data(dv.wire, session.signer)
+            # the result and "pending" come signed by the session; a server that lost the
+            # call (restarted) can only say so unsigned, and nothing else is taken unsigned
+            if signature_info_of(dv.wire).sig_type == T.SIG_HMAC_WITH_SHA256:
+                verify_hmac_data(dv.wire, session.signer)
+                return
+            try:
+                value = unpack(data_content(dv))
+            except DecodeError:
+                value = None
+            if not (isinstance(value, dict) and value.get("kind") == ResultLost.kind):
+                raise ValidationError("a session's result not signed by the session")
 
         return await self._settle(env, result, verify, function, progress, started)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from compute.rmi.errors import RemoteError
 from compute.rmi.functions import FunctionSpec
+from icn.wire.signer import Signer
 
 # Weight of the newest run time in the learnt estimate (an exponential moving average).
 EWMA_WEIGHT = 0.3
@@ -29,7 +30,16 @@ OVERDUE_FACTOR = 0.25
 class Job:
     """One call in progress or finished: ``outcome`` is the value, or a RemoteError."""
 
-    __slots__ = ("callbacks", "estimate", "finished", "outcome", "spec", "started", "token")
+    __slots__ = (
+        "callbacks",
+        "estimate",
+        "finished",
+        "outcome",
+        "signer",
+        "spec",
+        "started",
+        "token",
+    )
 
     def __init__(self, spec: FunctionSpec, started: float, estimate: float) -> None:
         self.spec = spec
@@ -39,6 +49,8 @@ class Job:
         self.finished: float | None = None
         self.outcome: Any = None
         self.callbacks: list[Callable[[Job], None]] = []
+        # signs what answers the job's result name (a session's HMAC key; None: the server's)
+        self.signer: Signer | None = None
 
     @property
     def done(self) -> bool:

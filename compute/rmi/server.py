@@ -205,8 +205,13 @@ class RmiServer:
         else:
             self.counters["drop_bad_name"] += 1
 
-    def _answer(self, iv: InterestView, reply: Reply, content: bytes) -> None:
-        reply(self.ep.make_data(iv.name, content))
+    def _answer(
+        self, iv: InterestView, reply: Reply, content: bytes, signer: Signer | None = None
+    ) -> None:
+        if signer is None:
+            reply(self.ep.make_data(iv.name, content))
+        else:
+            reply(make_data(iv.name, content, signer=signer))
 
     # ---- the call ----------------------------------------------------------------------------
 
@@ -353,6 +358,7 @@ class RmiServer:
                 self.counters["memo_hit"] += 1
                 return envelope("memo", name=memo_name(self.prefix, function, digest))
         job = self.jobs.start(spec, args, kwargs)
+        job.signer = signer
         self.counters["started"] += 1
         job.callbacks.append(lambda j: self._finished(j, call_key, key, digest, signer))
         budget = min(cfg.inline_budget, deadline - cfg.margin - loop.time())
@@ -548,7 +554,7 @@ class RmiServer:
                 self.counters["polls_held"] += 1
                 self._arm_poll_timer()
             else:
-                self._answer(iv, reply, envelope("pending", eta=eta))
+                self._answer(iv, reply, envelope("pending", eta=eta), job.signer)
             return
         wire = obj.answer_parts(iv)
         if wire is not None:
@@ -582,7 +588,7 @@ class RmiServer:
         for token, poll in self._polls.due(now):
             job = self.jobs.running.get(token)
             if job is not None:  # (a finished one's polls were answered with its result)
-                self._answer(poll.iv, poll.reply, envelope("pending", eta=job.eta(now)))
+                self._answer(poll.iv, poll.reply, envelope("pending", eta=job.eta(now)), job.signer)
         self._arm_poll_timer()
 
     def _on_memo(self, iv: InterestView, reply: Reply, function: str, digest: str | None) -> None:

@@ -151,3 +151,17 @@ async def test_a_session_call_to_a_pure_function_is_answered_from_a_content_stor
     assert funcs.RAN["add"] == ran
     assert line.counter(0, "fw.cs_hit") >= 1  # the first forwarder answered the memo probe
     del server
+
+
+async def test_a_slow_call_in_a_session_is_answered_by_a_thunk_signed_by_the_session(
+    line: Line,
+) -> None:
+    server = await line.start_server()
+    client = line.client(lifetime_ms=1000)
+    assert await client.call(f"{PREFIX}/echo", 0) == 0  # the session
+    # estimated at 0.5 s, it takes 1.5: polls are answered "pending" (signed by the session,
+    # as the result is) until the result is there
+    got = await asyncio.gather(*(client.call(f"{PREFIX}/blocking", 1.5) for _ in range(2)))
+    assert got == [1.5, 1.5]
+    assert server.counters["session_calls"] == 2 and server.counters["thunked"] == 2
+    assert client.polls > 2
