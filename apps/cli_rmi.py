@@ -24,10 +24,10 @@ from apps.ctl_common import (
     parse_name,
     run,
 )
+from compute.rmi.identity import IDENTITY_ENV, default_key_path, resolve_identity
 from icn.errors import ConfigError
 from icn.security.keys import Identity
 
-IDENTITY_ENV = "ICN_IDENTITY"
 RMI_EXIT_HELP = (
     "Exit codes: 0 success; 1 the call failed (the function raised, unauthorized, no such "
     "function, bad arguments, overloaded); 2 bad argument; 3 no forwarder or no server; "
@@ -43,17 +43,6 @@ KeyOpt = Annotated[
         show_default=False,
     ),
 ]
-
-
-def default_key_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "icn" / "id_ed25519"
-
-
-def load_identity(path: Path | None) -> Identity:
-    """The identity at ``path`` or $ICN_IDENTITY, created if missing; else an ephemeral one."""
-    chosen = path or (Path(os.environ[IDENTITY_ENV]) if os.environ.get(IDENTITY_ENV) else None)
-    return Identity.load_or_create(chosen) if chosen else Identity.generate()
 
 
 def import_functions(module: str) -> Any:
@@ -90,7 +79,7 @@ def serve(
     try:
         functions = import_functions(module)
         parse_name(prefix)
-        identity = load_identity(key)
+        identity = resolve_identity(key)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     config = ServerConfig(max_jobs=max_jobs, max_arg_bytes=int(max_arg_mb * (1 << 20)))
@@ -160,7 +149,7 @@ def call(
         kwargs[name] = parse_value(value)
     positional = tuple(parse_value(a) for a in args or [])
     try:
-        identity = load_identity(key)
+        identity = resolve_identity(key)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     show = not quiet and sys.stderr.isatty()

@@ -14,9 +14,12 @@ Call::
 
     from compute.rmi import call, call_sync
     await call("/svc/add", 1, 2)       # or call_sync(...) from a plain script
+
+Calls sign with the key file named by $ICN_IDENTITY (else a key made for the process), as
+``icn call`` does; ``set_identity(path_or_identity)`` chooses another.
 """
 
-from compute.rmi.api import call, call_sync, default_client
+from compute.rmi.api import call, call_sync, current_identity, default_client, set_identity
 from compute.rmi.client import Client
 from compute.rmi.errors import (
     BadArguments,
@@ -31,6 +34,7 @@ from compute.rmi.errors import (
     Unauthorized,
 )
 from compute.rmi.functions import FunctionSpec, collect, function
+from compute.rmi.identity import resolve_identity
 from compute.rmi.policy import Caller, allow_keys, anyone, nobody
 from compute.rmi.server import RmiServer, ServerConfig
 
@@ -55,7 +59,10 @@ __all__ = [
     "call",
     "call_sync",
     "collect",
+    "current_identity",
     "default_client",
     "function",
     "nobody",
+    "resolve_identity",
+    "set_identity",
 ]
