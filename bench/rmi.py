@@ -1,14 +1,28 @@
-"""Named-function calls (compute/rmi, RICE) against gRPC unary calls, measured in the same run.
+"""Named-function calls (compute/rmi, RICE) against gRPC unary calls, measured in the same run,
+both read against a ceiling: bare msgpack request/response over asyncio TCP.
 
-Both sides call an echo function with a bytes argument and get the same bytes back, so each call
-carries the payload both ways:
-  rmi:  client (this process) -> one forwarder process (Unix socket) -> bench/rmi_server.py
-        (a Trigger Interest, the server's Reflexive Interests for the caller's credential and,
-        above 6000 B, its argument segments; results above 7000 B are fetched as segments)
-  grpc: grpc.aio channel (this process) -> bench/grpc_server.py over TCP on 127.0.0.1
+Every side calls an echo function with a bytes argument and gets the same bytes back, so each
+call carries the payload both ways:
+  rmi:     client (this process) -> one forwarder process (Unix socket) -> bench/rmi_server.py.
+           The client keeps a session per server: its first call runs the full exchange (a
+           Trigger Interest, the server's Reflexive Interests for the caller's credential and,
+           above 6000 B, its argument segments) and agrees the session; later calls are one
+           HMAC-signed Interest and its Data, the arguments inline up to 6000 B (results above
+           7000 B are fetched as segments).  The table's cells measure these later calls.
+  grpc:    grpc.aio channel (this process) -> bench/grpc_server.py over TCP on 127.0.0.1
+  ceiling: one TCP connection (this process) -> bench/rmi_ceiling_server.py on 127.0.0.1,
+           length-prefixed msgpack frames [call id, bytes] multiplexed by call id, answered
+           in order with no naming, signature or task per call: what any Python asyncio RPC
+           pays at least, so rmi/ceiling and grpc/ceiling say how close each side comes to it
+All three clients share this process's event loop (uvloop when installed, as the servers).
 For each payload size and concurrency (calls in flight), each side runs after a warm-up for
---rounds rounds of --duration seconds, alternating.  Latency percentiles are over all rounds,
-calls/s is the median round.  The ratios are rmi calls/s / grpc calls/s and rmi p50 / grpc p50.
+--rounds rounds of --duration seconds, the sides alternating.  Latency percentiles are over all
+rounds, calls/s is the median round.  The ratios are rmi calls/s / grpc calls/s and rmi p50 /
+grpc p50 (first table), and rmi and grpc calls/s over the ceiling's (second table).
+
+Then the first call of a session, the full exchange: --first-calls fresh rmi clients on the
+same endpoint each make one call, one at a time, per payload size (p50 and p99 over them; with
+fewer than 100 calls the p99 is the slowest).
 
 Run: .venv/bin/python bench/rmi.py [--quick] [--duration 3] [--rounds 3] [--concurrency 1,64]
 Needs grpcio: pip install -e .[bench]
@@ -32,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apps.procs import ProcessGroup, icn_argv
+from bench.rmi_ceiling_server import frame, read_frame
 from compute.rmi import Client
 from icn.dataplane.endpoint import Endpoint
 
@@ -60,6 +75,9 @@ class Cell:
             return float("nan")
         data = sorted(self.latencies)
         return 1000 * data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))]
+
+
+Row = tuple[int, int, Cell, Cell, Cell]  # payload size, concurrency, rmi, grpc, ceiling
 
 
 async def drive(
@@ -113,18 +131,94 @@ async def measure(
     return cells, made
 
 
+class CeilingClient:
+    """The ceiling side's client: calls multiplexed over one TCP connection by call id, as
+    grpc's channel and the rmi endpoint multiplex theirs over one connection each."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._pending: dict[int, asyncio.Future[bytes]] = {}
+        self._next_id = 0
+        self._lost: Exception | None = None
+        self._reading = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def connect(cls, host: str, port: int) -> CeilingClient:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer)
+
+    async def call(self, data: bytes, timeout: float) -> bytes:
+        if self._lost is not None:
+            raise self._lost
+        call_id = self._next_id
+        self._next_id += 1
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = answer
+        try:
+            async with asyncio.timeout(timeout):
+                self._writer.write(frame(call_id, data))
+                await self._writer.drain()
+                return await answer
+        finally:
+            self._pending.pop(call_id, None)
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                call_id, data = await read_frame(self._reader)
+                answer = self._pending.get(call_id)
+                if answer is not None and not answer.done():
+                    answer.set_result(data)
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+            # the server is gone: calls waiting and to come fail now, not at their timeout
+            self._lost = ConnectionError(f"ceiling server connection lost: {exc!r}")
+            for answer in self._pending.values():
+                if not answer.done():
+                    answer.set_exception(self._lost)
+
+    async def close(self) -> None:
+        self._reading.cancel()
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._writer.wait_closed(), 5)
+
+
+async def first_calls(ep: Endpoint, payload: bytes, count: int, timeout: float) -> tuple[Cell, int]:
+    """``count`` fresh clients on ``ep`` (each a new caller with its own key) make one call
+    each, one at a time: the full exchange that agrees a session.  Returns the latencies and
+    how many sessions were agreed."""
+    cell = Cell()
+    agreed = 0
+    clock = time.perf_counter
+    for _ in range(count):
+        # not closed: close() would close the shared endpoint; a Client holds nothing else
+        fresh = Client(ep, timeout=timeout)
+        t0 = clock()
+        try:
+            answer = await fresh.call(f"{PREFIX}/echo", payload)
+        except Exception as exc:  # counted and shown, as in drive()
+            cell.errors[type(exc).__name__] += 1
+            continue
+        cell.latencies.append(clock() - t0)
+        agreed += fresh.counters["sessions"]
+        if len(answer) != len(payload):
+            cell.errors["wrong_echo"] += 1
+    return cell, agreed
+
+
 def size_label(n: int) -> str:
     return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
 
 
-def print_table(rows: list[tuple[int, int, Cell, Cell]]) -> None:
+def print_table(rows: list[Row]) -> None:
     head = (
         f"{'payload':>8} {'conc':>4} | {'rmi p50':>8} {'p99':>7} {'calls/s':>8} | "
         f"{'grpc p50':>8} {'p99':>7} {'calls/s':>8} | {'calls/s ratio':>13} {'p50 ratio':>9}"
     )
     print(head)
     print("-" * len(head))
-    for size, conc, rmi, grpc_ in rows:
+    for size, conc, rmi, grpc_, _ in rows:
         print(
             f"{size_label(size):>8} {conc:>4} | {rmi.ms(50):>8.2f} {rmi.ms(99):>7.2f} "
             f"{rmi.rate:>8,.0f} | {grpc_.ms(50):>8.2f} {grpc_.ms(99):>7.2f} "
@@ -132,10 +226,31 @@ def print_table(rows: list[tuple[int, int, Cell, Cell]]) -> None:
             f"{rmi.ms(50) / grpc_.ms(50):>9.2f}"
         )
     print("(latency in ms; ratios are rmi / grpc: calls/s above 1 and p50 below 1 favour rmi)")
-    for size, conc, rmi, grpc_ in rows:
-        for side, cell in (("rmi", rmi), ("grpc", grpc_)):
+    for size, conc, rmi, grpc_, ceil in rows:
+        for side, cell in (("rmi", rmi), ("grpc", grpc_), ("ceiling", ceil)):
             if cell.errors:
                 print(f"  {side} {size_label(size)} x{conc} errors: {dict(cell.errors)}")
+
+
+def print_ceiling(rows: list[Row]) -> None:
+    head = (
+        f"{'payload':>8} {'conc':>4} | {'ceil p50':>8} {'p99':>7} {'calls/s':>8} | "
+        f"{'rmi/ceiling':>11} {'grpc/ceiling':>12}"
+    )
+    print(head)
+    print("-" * len(head))
+    for size, conc, rmi, grpc_, ceil in rows:
+        print(
+            f"{size_label(size):>8} {conc:>4} | {ceil.ms(50):>8.2f} {ceil.ms(99):>7.2f} "
+            f"{ceil.rate:>8,.0f} | {rmi.rate / ceil.rate if ceil.rate else 0:>11.2f} "
+            f"{grpc_.rate / ceil.rate if ceil.rate else 0:>12.2f}"
+        )
+    print("(latency in ms; ratios are calls/s over the ceiling's)")
+
+
+def geomean_ratio(pairs: list[tuple[float, float]]) -> str:
+    ratios = [a / b for a, b in pairs if a and b]
+    return f"{statistics.geometric_mean(ratios):.2f}" if ratios else "n/a"
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -150,11 +265,15 @@ async def main(args: argparse.Namespace) -> None:
     group = ProcessGroup(workdir)
     client: Client | None = None
     channel: grpc.aio.Channel | None = None
+    ceiling: CeilingClient | None = None
     try:
         fwd = group.start(
             "fwd", icn_argv("fwd", "--unix", str(sock), "--log-level", "info"), env=env
         )
         gsrv = group.start("grpc", [sys.executable, str(ROOT / "bench" / "grpc_server.py")], env)
+        csrv = group.start(
+            "ceiling", [sys.executable, str(ROOT / "bench" / "rmi_ceiling_server.py")], env
+        )
         fwd.wait_for("forwarder ready", stream="stderr")
         srv = group.start(
             "rmi_server",
@@ -172,11 +291,14 @@ async def main(args: argparse.Namespace) -> None:
         srv.wait_for("ready", stream="stdout")
         gsrv.wait_for("ready", stream="stdout")
         port = int(gsrv.output().split("ready", 1)[1].split()[0])
+        csrv.wait_for("ready", stream="stdout")
+        ceiling_port = int(csrv.output().split("ready", 1)[1].split()[0])
 
         client = Client(await Endpoint.connect(f"unix://{sock}"), timeout=args.timeout)
         channel = grpc.aio.insecure_channel(f"{HOST}:{port}")
         stub = channel.unary_unary(GRPC_METHOD)
-        rmi_client = client
+        ceiling = await CeilingClient.connect(HOST, ceiling_port)
+        rmi_client, ceiling_client = client, ceiling
 
         async def rmi_call(payload: bytes) -> bytes:
             return await rmi_client.call(f"{PREFIX}/echo", payload)  # type: ignore[no-any-return]
@@ -184,8 +306,15 @@ async def main(args: argparse.Namespace) -> None:
         async def grpc_call(payload: bytes) -> bytes:
             return await stub(payload, timeout=args.timeout)  # type: ignore[no-any-return]
 
-        sides: list[tuple[str, Call]] = [("rmi", rmi_call), ("grpc", grpc_call)]
-        rows: list[tuple[int, int, Cell, Cell]] = []
+        async def ceiling_call(payload: bytes) -> bytes:
+            return await ceiling_client.call(payload, args.timeout)
+
+        sides: list[tuple[str, Call]] = [
+            ("rmi", rmi_call),
+            ("grpc", grpc_call),
+            ("ceiling", ceiling_call),
+        ]
+        rows: list[Row] = []
         per_call: list[str] = []  # Interests the forwarder saw per rmi call, by cell
         for size in args.sizes:
             payload = os.urandom(size)
@@ -194,19 +323,30 @@ async def main(args: argparse.Namespace) -> None:
                 cells, made = await measure(sides, payload, conc, args)
                 interests = fwd.counters().get("fw.in_interest", 0) - before
                 per_call.append(f"{size_label(size)} x{conc} {interests / max(made, 1):.1f}")
-                rows.append((size, conc, cells["rmi"], cells["grpc"]))
+                rows.append((size, conc, cells["rmi"], cells["grpc"], cells["ceiling"]))
                 print(
                     f"  {size_label(size)} x{conc}: rmi {cells['rmi'].rate:,.0f} calls/s, "
-                    f"grpc {cells['grpc'].rate:,.0f} calls/s",
+                    f"grpc {cells['grpc'].rate:,.0f} calls/s, "
+                    f"ceiling {cells['ceiling'].rate:,.0f} calls/s",
                     file=sys.stderr,
                     flush=True,
                 )
+        # after the steady state, so the server and forwarder are as warm as for those cells
+        firsts: list[tuple[int, Cell, int, float]] = []  # size, latencies, agreed, Interests
+        for size in args.sizes:
+            payload = os.urandom(size)
+            before = fwd.counters().get("fw.in_interest", 0)
+            cell, agreed = await first_calls(client.ep, payload, args.first_calls, args.timeout)
+            interests = fwd.counters().get("fw.in_interest", 0) - before
+            firsts.append((size, cell, agreed, interests / max(args.first_calls, 1)))
     finally:
         if client is not None:
             client.close()
         if channel is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(channel.close(), 5)
+        if ceiling is not None:
+            await ceiling.close()
         group.stop_all()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -216,12 +356,37 @@ async def main(args: argparse.Namespace) -> None:
         f"{args.rounds} x {args.duration:g} s per cell after {args.warmup:g} s warm-up"
     )
     print(
-        "rmi: client -> forwarder (Unix socket) -> RMI server process; "
+        "rmi: client -> forwarder (Unix socket) -> RMI server process, in a session; "
         f"grpc: grpc.aio {grpc.__version__} unary over TCP {HOST}"
     )
     print_table(rows)
+    print(
+        f"ceiling: msgpack frames over one asyncio TCP connection {HOST} -> "
+        "bench/rmi_ceiling_server.py (no naming, signature or task per call)"
+    )
+    print_ceiling(rows)
     print("Interests through the forwarder per rmi call: " + ", ".join(per_call))
-    ratios = [rmi.rate / g.rate for _, _, rmi, g in rows if g.rate and rmi.rate]
+    print(
+        f"first call of a session (full exchange; {args.first_calls} fresh clients, 1 in flight): "
+        + ", ".join(
+            f"{size_label(size)} p50 {cell.ms(50):.2f} ms p99 {cell.ms(99):.2f} ms"
+            for size, cell, _, _ in firsts
+        )
+    )
+    print(
+        "  sessions agreed: "
+        + ", ".join(f"{size_label(s)} {agreed}/{args.first_calls}" for s, _, agreed, _ in firsts)
+        + "; Interests through the forwarder per first call: "
+        + ", ".join(f"{size_label(s)} {per:.1f}" for s, _, _, per in firsts)
+    )
+    for size, cell, _, _ in firsts:
+        if cell.errors:
+            print(f"  rmi first call {size_label(size)} errors: {dict(cell.errors)}")
+    rmi_ceil = geomean_ratio([(rmi.rate, c.rate) for _, _, rmi, _, c in rows])
+    grpc_ceil = geomean_ratio([(g.rate, c.rate) for _, _, _, g, c in rows])
+    print(f"rmi/ceiling calls/s ratio (geometric mean): {rmi_ceil}")
+    print(f"grpc/ceiling calls/s ratio (geometric mean): {grpc_ceil}")
+    ratios = [rmi.rate / g.rate for _, _, rmi, g, _ in rows if g.rate and rmi.rate]
     if ratios:
         print(f"rmi/grpc calls/s ratio (geometric mean): {statistics.geometric_mean(ratios):.2f}")
 
@@ -238,16 +403,25 @@ def parse_ints(text: str) -> list[int]:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short run: 1 round of 1 s per cell")
+    ap.add_argument(
+        "--quick", action="store_true", help="short run: 1 round of 1 s per cell, 20 first calls"
+    )
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per round and side")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per cell, sides alternating")
     ap.add_argument("--warmup", type=float, default=1.0, help="seconds of warm-up per cell, side")
     ap.add_argument("--concurrency", type=parse_ints, default=[1, 64], help="e.g. 1,64")
     ap.add_argument("--sizes", type=parse_ints, default=[100, 65536], help="argument bytes")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per call at most")
+    ap.add_argument(
+        "--first-calls", type=int, help="fresh rmi clients per size, one call each (default 40)"
+    )
     args = ap.parse_args()
     if args.quick:
         args.duration, args.rounds, args.warmup = 1.0, 1, 0.3
+    if args.first_calls is None:
+        args.first_calls = 20 if args.quick else 40
+    if args.first_calls < 1:
+        ap.error(f"--first-calls {args.first_calls}: give 1 or more fresh clients per size")
     try:
         import grpc
     except ImportError:

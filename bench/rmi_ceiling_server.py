@@ -1,0 +1,83 @@
+"""The ceiling peer of bench/rmi.py: msgpack request/response over plain asyncio TCP.
+
+A frame is ``u32 length (big-endian) | msgpack [call id, bytes]``; the answer to a call is a
+frame with the same call id and the same bytes.  The client multiplexes its calls over one
+connection by call id (as grpc's channel and the rmi endpoint multiplex theirs); the server
+answers each frame as it is read, in order, with no task per call, no naming, no signature and
+no authorization.  So it is the floor of what a call costs a Python asyncio process (two
+processes, a TCP loopback round trip, a msgpack encode and decode each way), and its calls/s
+the ceiling the other two sides are read against.
+
+Prints ``ready PORT`` on stdout once listening, stops on SIGTERM or SIGINT.
+Run: python bench/rmi_ceiling_server.py [--port 0]     (loopback only: 127.0.0.1)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import struct
+
+import msgpack
+
+LENGTH = struct.Struct(">I")
+MAX_FRAME = 64 << 20  # bytes; a longer length is a broken peer, not a call
+
+
+def frame(call_id: int, data: bytes) -> bytes:
+    body: bytes = msgpack.packb([call_id, data])
+    return LENGTH.pack(len(body)) + body
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """The next frame's call id and bytes; raises ValueError on a frame that is not one."""
+    (size,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
+    if size > MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes, more than MAX_FRAME ({MAX_FRAME})")
+    call = msgpack.unpackb(await reader.readexactly(size))
+    if not (isinstance(call, list) and len(call) == 2 and isinstance(call[1], bytes)):
+        raise ValueError("frame is not msgpack [call id, bytes]")
+    return int(call[0]), call[1]
+
+
+async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            call_id, data = await read_frame(reader)
+            writer.write(frame(call_id, data))
+            await writer.drain()  # returns at once unless the client stopped reading
+    except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+        pass  # the client closed (or broke) the connection: nothing to answer
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.wait_closed(), 5)
+
+
+async def main(args: argparse.Namespace) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = await asyncio.start_server(serve, "127.0.0.1", args.port)
+    port = server.sockets[0].getsockname()[1]
+    print(f"ready {port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free)")
+    args = ap.parse_args()
+    try:  # the loop the rmi server and the client run on
+        import uvloop
+
+        run = uvloop.run
+    except ImportError:
+        run = asyncio.run
+    run(main(args))
