@@ -10,6 +10,7 @@ store that holds it.  Every Interest keeps the client's ``lifetime_ms``; nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ from compute.rmi.session import (
 )
 from compute.rmi.wire import (
     ARGS,
+    CANCEL,
     HELLO,
     KEY_INFO,
     call_digest,
@@ -47,7 +49,14 @@ from icn.dataplane.handlers import Reply
 from icn.dataplane.path_limit import path_packet_limit
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content
-from icn.errors import DecodeError, InterestNack, InterestTimeout, SecurityError, ValidationError
+from icn.errors import (
+    DecodeError,
+    IcnError,
+    InterestNack,
+    InterestTimeout,
+    SecurityError,
+    ValidationError,
+)
 from icn.security.keys import Identity, signature_info_of, verify_data, verify_hmac_data
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
 from icn.wire import tlv_types as T
@@ -209,6 +218,7 @@ class Client:
         self.sessions = sessions
         self._sessions: dict[bytes, ClientSession] = {}
         self.counters: Counter[str] = Counter()
+        self._background: set[asyncio.Task[None]] = set()  # cancel Interests on their way
 
     @classmethod
     async def connect(cls, uri: str | None = None, **options: Any) -> Client:
@@ -418,6 +428,39 @@ class Client:
         started: float,
     ) -> Any:
         name = self._name_field(env, function)
+        try:
+            return await self._poll_result(name, result, verify, env, function, progress, started)
+        except asyncio.CancelledError:
+            self._cancel_on_server(name)
+            raise
+
+    def _cancel_on_server(self, thunk: bytes) -> None:
+        """Tell the server to stop the call whose result is ``thunk`` (the caller's task was
+        cancelled), without waiting for its answer."""
+        self.counters["cancelled"] += 1
+        if self.ep.closed:
+            return
+
+        async def send() -> None:
+            with contextlib.suppress(IcnError, TimeoutError):
+                await self.ep.express(
+                    thunk + CANCEL, lifetime_ms=self.lifetime_ms, must_be_fresh=True, retries=1
+                )
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _poll_result(
+        self,
+        name: bytes,
+        result: Callable[[dict[str, Any]], Any],
+        verify: Verifier | None,
+        env: dict[str, Any],
+        function: str,
+        progress: Progress | None,
+        started: float,
+    ) -> Any:
         loop = asyncio.get_running_loop()
         eta = float(env.get("eta", 0.0))
         while True:
