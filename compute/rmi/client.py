@@ -10,6 +10,7 @@ store that holds it.  Every Interest keeps the client's ``lifetime_ms``; nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ from compute.rmi.session import (
 )
 from compute.rmi.wire import (
     ARGS,
+    CANCEL,
     HELLO,
     KEY_INFO,
     call_digest,
@@ -47,16 +49,23 @@ from icn.dataplane.handlers import Reply
 from icn.dataplane.path_limit import path_packet_limit
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content
-from icn.errors import DecodeError, InterestNack, InterestTimeout, SecurityError, ValidationError
-from icn.security.keys import Identity, signature_info_of, verify_data, verify_hmac_data
+from icn.errors import (
+    DecodeError,
+    IcnError,
+    InterestNack,
+    InterestTimeout,
+    SecurityError,
+    ValidationError,
+)
+from icn.security.keys import Identity, verify_data, verify_hmac_data
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
-from icn.wire import tlv_types as T
 from icn.wire.name import component_ends, components, from_uri, to_uri
 from icn.wire.packet import DataView, InterestView
 from icn.wire.reflexive import new_rnp, reflexive_key, trigger_name
 from icn.wire.serialize import unpack
 
 Progress = Callable[[str, float, float], None]  # (state, elapsed s, eta s)
+MAX_NAMES_KEPT = 4096
 
 
 def split_function(function: str) -> tuple[bytes, str]:
@@ -79,9 +88,7 @@ def open_session_answer(data: DataView, session: ClientSession, function: str) -
     server's "no such session" (which lets the client fall back to the full exchange; anyone
     can send it, and it gains them nothing but that)."""
     try:
-        signed = signature_info_of(data.wire).sig_type == T.SIG_HMAC_WITH_SHA256
-        if signed:
-            verify_hmac_data(data.wire, session.signer)
+        signed = verify_hmac_data(data.wire, session.signer, other_types=True)
     except ValidationError as exc:
         raise ProtocolError(f"session answer rejected: {exc}", function) from None
     content = data_content(data)
@@ -209,6 +216,8 @@ class Client:
         self.sessions = sessions
         self._sessions: dict[bytes, ClientSession] = {}
         self.counters: Counter[str] = Counter()
+        self._background: set[asyncio.Task[None]] = set()  # cancel Interests on their way
+        self._split: dict[str, tuple[bytes, str]] = {}  # function name -> (prefix, function)
 
     @classmethod
     async def connect(cls, uri: str | None = None, **options: Any) -> Client:
@@ -243,7 +252,12 @@ class Client:
         ``pure`` probes caches for the result first (learnt after one call anyway);
         ``timeout`` bounds the whole call (Timeout); ``progress(state, elapsed, eta)`` is told
         while a thunked call runs.  Raises the errors of :mod:`compute.rmi.errors`."""
-        prefix, fn = split_function(function)
+        split = self._split.get(function)
+        if split is None:  # parsing the name cost more than the rest of a small call's encoding
+            split = split_function(function)
+            if len(self._split) < MAX_NAMES_KEPT:
+                self._split[function] = split
+        prefix, fn = split
         blob = pack_args(args, kwargs or {})
         limit = self.timeout if timeout is None else timeout
         loop = asyncio.get_running_loop()
@@ -373,8 +387,7 @@ class Client:
         def verify(dv: DataView) -> None:
             # the result and "pending" come signed by the session; a server that lost the
             # call (restarted) can only say so unsigned, and nothing else is taken unsigned
-            if signature_info_of(dv.wire).sig_type == T.SIG_HMAC_WITH_SHA256:
-                verify_hmac_data(dv.wire, session.signer)
+            if verify_hmac_data(dv.wire, session.signer, other_types=True):
                 return
             try:
                 value = unpack(data_content(dv))
@@ -418,6 +431,39 @@ class Client:
         started: float,
     ) -> Any:
         name = self._name_field(env, function)
+        try:
+            return await self._poll_result(name, result, verify, env, function, progress, started)
+        except asyncio.CancelledError:
+            self._cancel_on_server(name)
+            raise
+
+    def _cancel_on_server(self, thunk: bytes) -> None:
+        """Tell the server to stop the call whose result is ``thunk`` (the caller's task was
+        cancelled), without waiting for its answer."""
+        self.counters["cancelled"] += 1
+        if self.ep.closed:
+            return
+
+        async def send() -> None:
+            with contextlib.suppress(IcnError, TimeoutError):
+                await self.ep.express(
+                    thunk + CANCEL, lifetime_ms=self.lifetime_ms, must_be_fresh=True, retries=1
+                )
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _poll_result(
+        self,
+        name: bytes,
+        result: Callable[[dict[str, Any]], Any],
+        verify: Verifier | None,
+        env: dict[str, Any],
+        function: str,
+        progress: Progress | None,
+        started: float,
+    ) -> Any:
         loop = asyncio.get_running_loop()
         eta = float(env.get("eta", 0.0))
         while True:

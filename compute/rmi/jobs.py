@@ -38,6 +38,7 @@ class Job:
         "signer",
         "spec",
         "started",
+        "task",
         "token",
     )
 
@@ -51,6 +52,7 @@ class Job:
         self.callbacks: list[Callable[[Job], None]] = []
         # signs what answers the job's result name (a session's HMAC key; None: the server's)
         self.signer: Signer | None = None
+        self.task: asyncio.Task[None] | None = None
 
     @property
     def done(self) -> bool:
@@ -85,7 +87,7 @@ class JobRunner:
         loop = asyncio.get_running_loop()
         job = Job(spec, loop.time(), self.estimate(spec))
         self.running[job.token] = job
-        task = loop.create_task(self._run(job, args, kwargs))
+        task = job.task = loop.create_task(self._run(job, args, kwargs))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return job
@@ -100,7 +102,8 @@ class JobRunner:
                 pool = self._pool(spec.run == "process")
                 job.outcome = await loop.run_in_executor(pool, partial(spec.func, *args, **kwargs))
         except asyncio.CancelledError:
-            job.outcome = RemoteError("Cancelled", "the server shut down during the call")
+            if job.outcome is None:  # not the caller's cancel (see cancel): the server's close
+                job.outcome = RemoteError("Cancelled", "the server shut down during the call")
             raise
         except Exception as exc:
             job.outcome = RemoteError(
@@ -116,6 +119,17 @@ class JobRunner:
             for callback in job.callbacks:
                 callback(job)
             job.callbacks.clear()
+
+    def cancel(self, token: str) -> Job | None:
+        """Stop the running job ``token`` for its caller: a coroutine is cancelled where it
+        awaits; work in a thread or a worker process cannot be interrupted, so it is abandoned
+        (it runs to its end, and its result is dropped).  The job, or None if none runs."""
+        job = self.running.get(token)
+        if job is None or job.task is None:
+            return None
+        job.outcome = RemoteError("Cancelled", "the caller cancelled the call", job.spec.name)
+        job.task.cancel()
+        return job
 
     def _pool(self, process: bool) -> concurrent.futures.Executor:
         if process:

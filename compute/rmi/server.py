@@ -50,6 +50,7 @@ from compute.rmi.session import (
 from compute.rmi.store import BoundedStore
 from compute.rmi.wire import (
     ARGS,
+    CANCEL,
     HELLO,
     KEY_INFO,
     MEMO,
@@ -192,7 +193,9 @@ class RmiServer:
         if not parts:
             self.counters["drop_bad_name"] += 1
             return
-        if parts[0] == THUNK and len(parts) >= 2:
+        if parts[0] == THUNK and len(parts) == 3 and parts[2] == CANCEL:
+            self._on_cancel(iv, reply, component_text(parts[1]) or "")
+        elif parts[0] == THUNK and len(parts) >= 2:
             self._on_poll(iv, reply, component_text(parts[1]) or "")
         elif len(parts) >= 3 and parts[1] == MEMO:
             self._on_memo(iv, reply, component_text(parts[0]) or "", component_text(parts[2]))
@@ -459,7 +462,7 @@ class RmiServer:
         never runs the function (a retransmission gets the answer of the call it repeats)."""
         loop = asyncio.get_running_loop()
         try:
-            si = read_signed_interest(iv)
+            si = read_signed_interest(iv, check_digest=False)  # the session's HMAC covers it
         except DecodeError:
             self.counters["drop_bad_session_call"] += 1
             return
@@ -532,6 +535,18 @@ class RmiServer:
         for name, again in call.waiting:
             again(make_data(name, content, signer=session.signer))
         call.waiting.clear()
+
+    def _on_cancel(self, iv: InterestView, reply: Reply, token: str) -> None:
+        """The caller of ``token`` was cancelled: stop its job.  The token is the capability,
+        as for fetching the result: only the caller (and whoever it told) knows it."""
+        job = self.jobs.cancel(token)
+        if job is None:
+            self._answer(iv, reply, envelope("gone"))
+            return
+        self.counters["cancelled"] += 1
+        if job.spec.run != "loop":  # a thread or a process cannot be interrupted
+            self.counters["abandoned"] += 1
+        self._answer(iv, reply, envelope("cancelled"), job.signer)
 
     # ---- result fetch ------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from icn.wire import tlv_types as T
 from icn.wire.encode import Outgoing
 from icn.wire.name import generic
 from icn.wire.serialize import pack, unpack
-from icn.wire.tlv import encode_nni
+from icn.wire.tlv import Buffer, encode_nni
 
 SESSION = generic("_s")
 SESSION_INFO = b"icn-rmi v1 session"
@@ -246,7 +246,7 @@ def session_params(payload: bytes, private: bool, answer_limit: int) -> bytes:
     return pack({"a": payload, "p": private, "m": answer_limit})
 
 
-def read_session_params(params: bytes, function: str) -> tuple[bytes, bool, int]:
+def read_session_params(params: Buffer, function: str) -> tuple[bytes, bool, int]:
     """Inverse of :func:`session_params`; BadArguments for anything else."""
     try:
         value = unpack(params)

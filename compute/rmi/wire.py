@@ -6,6 +6,7 @@ Names, under a service prefix ``/svc``::
     /<RNP>/hello/<server X25519 pub> Reflexive Interest: the caller's credential (signed Data)
     /<RNP>/args/seg=<i>              Reflexive Interests: the arguments, segmented
     /svc/_thunk/<token>[/seg=<i>]    the result of a call that did not finish inline
+    /svc/_thunk/<token>/_cancel      stop that call (its caller was cancelled)
     /svc/<fn>/_memo/<digest>[/seg=i] the result of a pure function, named by its arguments
 
 Envelopes are msgpack maps with short keys; ``s`` says what an answer is: ``ok`` (result
@@ -28,6 +29,7 @@ VERSION = 1
 # HKDF info for a private call's key: both sides must derive with the same
 KEY_INFO = b"icn-rmi v1 call key"
 THUNK = generic("_thunk")
+CANCEL = generic("_cancel")
 MEMO = generic("_memo")
 HELLO = generic("hello")
 ARGS = generic("args")

@@ -287,14 +287,18 @@ def verify_data(wire: bytes, public_key: bytes) -> None:
         raise ValidationError("Ed25519 signature does not verify") from None
 
 
-def verify_hmac_data(wire: bytes, signer: HmacSigner) -> None:
+def verify_hmac_data(wire: bytes, signer: HmacSigner, *, other_types: bool = False) -> bool:
     """Check that ``wire`` is a Data packet HMAC-SHA256-signed under ``signer``'s secret and
-    names that secret (its KeyLocator); ValidationError if not."""
+    names that secret (its KeyLocator); ValidationError if not.  With ``other_types``, a packet
+    with another SignatureType is returned False (unchecked) for the caller to judge."""
     loc = _locate(wire)
+    if other_types and loc.info.sig_type != T.SIG_HMAC_WITH_SHA256:
+        return False
     if loc.info.sig_type != T.SIG_HMAC_WITH_SHA256 or loc.info.key_name != signer.key_name:
         raise ValidationError("Data is not signed by this session's HMAC key")
     if not signer.verify_parts(loc.sig_value, memoryview(wire)[loc.value_start : loc.signed_end]):
         raise ValidationError("HMAC signature does not verify")
+    return True
 
 
 class AuthorizedKeys:

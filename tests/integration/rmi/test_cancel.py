@@ -1,0 +1,45 @@
+"""Cancelling a call: the caller's task cancelled stops the job on the server (a coroutine is
+cancelled where it awaits; work in a thread is abandoned and counted), and the caller sees
+CancelledError."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.integration.rmi import funcs
+from tests.integration.rmi.conftest import PREFIX, Line
+from tests.waiting import wait_until
+
+
+async def cancel_once_thunked(line: Line, call: str, *args: object) -> None:
+    server = line.server
+    assert server is not None
+    client = line.client()
+    task = asyncio.create_task(client.call(call, *args))
+    # the server runs it and the caller has its thunk (answered after the inline budget)
+    await wait_until(lambda: server.counters["thunked"] == 1, timeout=5)
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.counters["cancelled"] == 1
+
+
+async def test_a_cancelled_30_s_job_stops_within_one_second_on_the_server(line: Line) -> None:
+    server = await line.start_server()
+    await cancel_once_thunked(line, f"{PREFIX}/slow", 30.0)
+    loop = asyncio.get_running_loop()
+    cancelled_at = loop.time()
+    await wait_until(lambda: not server.jobs.running, timeout=1.0)
+    assert loop.time() - cancelled_at < 1.0
+    assert server.counters["cancelled"] == 1 and server.counters["abandoned"] == 0
+    assert funcs.RAN["slow"] == 1 and server.counters["completed"] == 0
+
+
+async def test_a_cancelled_call_in_a_thread_is_abandoned_and_counted(line: Line) -> None:
+    server = await line.start_server()
+    await cancel_once_thunked(line, f"{PREFIX}/blocking", 1.0)
+    await wait_until(lambda: server.counters["cancelled"] == 1, timeout=1.0)
+    assert server.counters["abandoned"] == 1 and not server.jobs.running
