@@ -45,7 +45,10 @@ def test_colocated_services_run_inside_the_forwarder(
     # the consumer could recover
     path = tmp_path / "co.yaml"
     # the expectation's recovery bound grows with the load measured now
-    path.write_text(SCENARIO.replace("max_recovery: 2s", f"max_recovery: {cpu.budget(2):.2f}s"))
+    # (3 s: the kill is planned 0.5 s before the restart, which took 1.9 s, forwarder and
+    # co-located services, while the other suite worker loaded the machine; quiet, the
+    # recovery is about 1.4 s)
+    path.write_text(SCENARIO.replace("max_recovery: 2s", f"max_recovery: {cpu.budget(3):.2f}s"))
     out = tmp_path / "out"
     proc, report = run_scenario(path, out, "--no-plots", timeout=cpu.budget(120))
     assert proc.returncode == 0, proc.stdout + proc.stderr
