@@ -45,10 +45,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from apps.procs import ProcessGroup, icn_argv
-from bench.rmi_ceiling_server import frame, read_frame
-from compute.rmi import Client
-from icn.dataplane.endpoint import Endpoint
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
+    sys.path.insert(0, str(ROOT))
+
+from apps.procs import ProcessGroup, icn_argv  # noqa: E402
+from bench.rmi_ceiling_server import frame, read_frame  # noqa: E402
+from compute.rmi import Client  # noqa: E402
+from icn.dataplane.endpoint import Endpoint  # noqa: E402
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
