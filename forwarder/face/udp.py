@@ -38,6 +38,7 @@ DEFAULT_SEND_LIMIT = 1 << 20
 # busy overflows it, and every datagram the kernel drops costs its consumer a whole Interest
 # lifetime.  The kernel caps the request at net.core.rmem_max.
 DEFAULT_RECV_BUFFER = 4 << 20
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux's option number
 DEFAULT_IDLE_TIMEOUT = 600.0
 # Bounds the faces a flood of spoofed source addresses can create on one listener.
 DEFAULT_MAX_PEERS = 4096
@@ -119,7 +120,10 @@ def grow_receive_buffer(sock: Any, size: int) -> int:
     """Ask for a receive queue of ``size`` bytes on ``sock``; returns what the kernel granted
     (Linux reports twice the bytes it accounts), logged when capped below the request."""
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+        try:  # root (CAP_NET_ADMIN) may pass net.core.rmem_max: a forwarder usually runs so
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
         granted = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
     except OSError as exc:  # not fatal: the default queue works, it only drops bursts
         log.warning("cannot set the UDP receive buffer to %d bytes: %s", size, exc)
