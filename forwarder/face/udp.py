@@ -32,6 +32,13 @@ log = logging.getLogger(__name__)
 DEFAULT_MTU = 65535 - 60 - 8
 # The datagram transport's own buffer only fills when the kernel's is full (EAGAIN).
 DEFAULT_SEND_LIMIT = 1 << 20
+# Asked of the kernel for each socket's receive queue.  Linux's default (net.core.rmem_default,
+# 208 KiB, charged per datagram with its overhead) holds about twelve 8 KiB Data: a burst from a
+# few peers (a collective's chunks, a window of segments) arriving while the forwarder's loop is
+# busy overflows it, and every datagram the kernel drops costs its consumer a whole Interest
+# lifetime.  The kernel caps the request at net.core.rmem_max.
+DEFAULT_RECV_BUFFER = 4 << 20
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux's option number
 DEFAULT_IDLE_TIMEOUT = 600.0
 # Bounds the faces a flood of spoofed source addresses can create on one listener.
 DEFAULT_MAX_PEERS = 4096
@@ -109,6 +116,29 @@ class UdpTransport(Transport):
         self._owner.forget(self)
 
 
+def grow_receive_buffer(sock: Any, size: int) -> int:
+    """Ask for a receive queue of ``size`` bytes on ``sock``; returns what the kernel granted
+    (Linux reports twice the bytes it accounts), logged when capped below the request."""
+    try:
+        try:  # root (CAP_NET_ADMIN) may pass net.core.rmem_max: a forwarder usually runs so
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+        granted = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+    except OSError as exc:  # not fatal: the default queue works, it only drops bursts
+        log.warning("cannot set the UDP receive buffer to %d bytes: %s", size, exc)
+        return 0
+    if granted < size:
+        log.info(
+            "UDP receive buffer capped at %d bytes (asked %d): bursts may be dropped; raise "
+            "it with sysctl net.core.rmem_max=%d",
+            granted,
+            size,
+            size,
+        )
+    return granted
+
+
 def _family(scheme: str) -> socket.AddressFamily:
     return socket.AF_INET6 if scheme.endswith("6") else socket.AF_INET
 
@@ -170,6 +200,7 @@ class UdpListener(_UdpSocket):
         except OSError as exc:
             raise FaceError(f"cannot listen on {self.uri}: {exc.strerror or exc}") from exc
         assert self.dgram is not None
+        grow_receive_buffer(self.dgram.get_extra_info("socket"), DEFAULT_RECV_BUFFER)
         host, port = self.dgram.get_extra_info("sockname")[:2]
         self.local_uri = format_ip_uri(self.uri.scheme, host, port)
         self._sweeper = loop.call_later(self.idle_timeout / 2, self._sweep)
@@ -325,6 +356,7 @@ async def connect_udp(
     except OSError as exc:
         raise FaceError(f"cannot open a UDP socket to {target}: {exc}") from exc
     assert client.dgram is not None
+    grow_receive_buffer(client.dgram.get_extra_info("socket"), DEFAULT_RECV_BUFFER)
     local = client.dgram.get_extra_info("sockname")
     transport = UdpTransport(
         client,

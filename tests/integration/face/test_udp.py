@@ -3,10 +3,13 @@ persistent faces on the listener's socket with NDNLPv2 fragmentation, idle timeo
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -200,3 +203,39 @@ async def test_listener_close_closes_its_faces(
     assert isinstance(listener, UdpListener) and len(listener.faces) == 1
     fwd.table.close()
     assert len(fwd.closed) == 1 and len(fwd.table) == 0
+
+
+def _rmem_max() -> int:
+    try:
+        return int(Path("/proc/sys/net/core/rmem_max").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+BURST = 64  # Data of 8 KiB: a collective's chunks from a few peers at once
+
+
+@pytest.mark.skipif(
+    _rmem_max() < 1 << 20 and os.geteuid() != 0,
+    reason="net.core.rmem_max caps UDP receive buffers below 1 MiB for a user that is not root "
+    "(Linux only): raise it with sysctl net.core.rmem_max=4194304",
+)
+async def test_a_burst_sent_while_the_loop_is_busy_is_not_dropped(nodes: list[Node]) -> None:
+    # Both sockets a forwarder has: a listener's (a) and a face's own (c).  The burst is sent
+    # without yielding, so nothing reads it before it is all queued in the kernel: with Linux's
+    # default 208 KiB receive queue about twenty of these datagrams fit, and every one dropped
+    # cost an allreduce an Interest lifetime per round.
+    a = await make_node()
+    c = await make_node(listen=False)
+    nodes += [a, c]
+    c_face = await c.table.connect(a.uri)
+    c_face.send_interest(interest("/hello"))
+    await wait_until(lambda: a.sink.interests)
+    a_face = a.table[a.sink.interests[0][0]]
+    content = bytes(8192)
+    for i in range(BURST):
+        a_face.send_data(make_data(from_uri(f"/chunk/{i}"), content))
+        c_face.send_data(make_data(from_uri(f"/chunk/{i}"), content))
+    with contextlib.suppress(TimeoutError):  # the counts below say what was lost
+        await wait_until(lambda: len(a.sink.data) >= BURST and len(c.sink.data) >= BURST, 2.0)
+    assert (len(a.sink.data), len(c.sink.data)) == (BURST, BURST)
