@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import networkx as nx  # type: ignore[import-untyped]
 import numpy as np
 
 from compute.collective.errors import PlanError
@@ -71,6 +70,9 @@ class Plan:
         ``root`` or the aggregator with the least total distance to the workers; every other
         aggregator, and every worker, hangs from the first aggregator on its path to the root
         (its own node first: a worker beside an aggregator is its child)."""
+        # imported here: networkx costs a process ~120 ms to load, and only planning needs it
+        import networkx as nx  # type: ignore[import-untyped]
+
         graph = nx.Graph()
         graph.add_edges_from(links)
         graph.add_nodes_from(workers.values())
