@@ -31,8 +31,6 @@ faults:
   - {at: 3s, restart: b}
 report:
   interval: 500ms
-  expect:
-    - {workload: consumer, max_recovery: 2s}
 """
 
 
@@ -44,11 +42,7 @@ def test_colocated_services_run_inside_the_forwarder(
     # 2.1 s while the other suite worker ran a saturated test; with 5 s the run ended before
     # the consumer could recover
     path = tmp_path / "co.yaml"
-    # the expectation's recovery bound grows with the load measured now
-    # (3 s: the kill is planned 0.5 s before the restart, which took 1.9 s, forwarder and
-    # co-located services, while the other suite worker loaded the machine; quiet, the
-    # recovery is about 1.4 s)
-    path.write_text(SCENARIO.replace("max_recovery: 2s", f"max_recovery: {cpu.budget(3):.2f}s"))
+    path.write_text(SCENARIO)
     out = tmp_path / "out"
     proc, report = run_scenario(path, out, "--no-plots", timeout=cpu.budget(120))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -63,6 +57,13 @@ def test_colocated_services_run_inside_the_forwarder(
     # served before the kill and again after the restart (how many depends on how fast the node
     # restarts on a loaded machine: the recovery, not the count, is the point)
     assert wl["ok"] > 100 and wl["recovery"][0]["recovery_s"] is not None
+    # served again soon after the node is back (its forwarder and co-located services up, the
+    # routes recomputed 200 ms later): counted from the restart, not from the kill, since how
+    # long the restart itself takes is the machine's load (0.4 s quiet, 2.6 s beside the other
+    # suite worker's saturated test)
+    kill, restart = report["faults"]
+    back = kill["applied"] + wl["recovery"][0]["recovery_s"] - restart["applied"]
+    assert back < cpu.budget(1.5), (back, report["faults"])
     # the failing service was reported, counted by its forwarder, which kept forwarding
     events = [e["text"] for e in report["meta"]["events"]]
     assert "service failing exited with code 1: RuntimeError: boom" in events, events
