@@ -535,7 +535,7 @@ class RmiServer:
             self.counters["internal_error"] += 1
             log.exception("session call %s failed inside the server", to_uri(iv.name))
             content = error_envelope(ProtocolError("the server failed handling the call", function))
-        call.answer = content
+        self._sessions.answered(session, si.fields.seq or 0, call, content)
         reply(make_data(iv.name, content, signer=session.signer))
         for name, again in call.waiting:
             again(make_data(name, content, signer=session.signer))

@@ -43,6 +43,8 @@ SESSION_INFO = b"icn-rmi v1 session"
 SID_LEN = 8
 DEFAULT_LIFETIME = 600.0  # seconds a session lasts on the server
 DEFAULT_MAX_SESSIONS = 10_000
+# answers kept for retransmitted calls, over all sessions: a local-path answer may be 4 MiB
+DEFAULT_MAX_ANSWER_BYTES = 64 << 20
 REPLAY_WINDOW = 1024  # sequence numbers behind the highest one still accepted once
 MAX_SKEW_MS = 60_000  # SignatureTime against the server's clock
 # a client stops using a session this long before the server's end, so no call races it
@@ -146,11 +148,30 @@ class SessionTable:
         lifetime: float = DEFAULT_LIFETIME,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         max_skew_ms: int = MAX_SKEW_MS,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.lifetime = lifetime
         self.max_sessions = max_sessions
         self.max_skew_ms = max_skew_ms
+        self.max_answer_bytes = max_answer_bytes
         self._by_sid: OrderedDict[bytes, ServerSession] = OrderedDict()
+        # answers kept, oldest first, by (session, sequence number): their bytes are bounded
+        self._answers: OrderedDict[tuple[bytes, int], int] = OrderedDict()
+        self.answer_bytes = 0
+
+    def answered(self, session: ServerSession, seq: int, call: SessionCall, answer: bytes) -> None:
+        """Keep ``answer`` for a retransmission of call ``seq``; the oldest answers kept go
+        beyond ``max_answer_bytes`` (their calls are forgotten: a late repeat of one is
+        refused as a replay, never run)."""
+        call.answer = answer
+        self._answers[session.sid, seq] = len(answer)
+        self.answer_bytes += len(answer)
+        while self.answer_bytes > self.max_answer_bytes and self._answers:
+            (sid, old), size = self._answers.popitem(last=False)
+            self.answer_bytes -= size
+            owner = self._by_sid.get(sid)
+            if owner is not None:
+                owner.calls.pop(old, None)
 
     def __len__(self) -> int:
         return len(self._by_sid)

@@ -100,3 +100,21 @@ def test_session_params_round_trip_and_refuse_garbage() -> None:
     for bad in (b"", b"\xc1", session_params(b"a", False, -1)):
         with pytest.raises(BadArguments):
             read_session_params(bad, "f")
+
+
+def test_answers_kept_for_retransmissions_are_bounded_in_bytes() -> None:
+    from compute.rmi.session import SessionCall
+
+    table = SessionTable(max_answer_bytes=10_000)
+    a = table.create(CALLER, SECRET, now=0.0)
+    b = table.create(CALLER, SECRET, now=0.0)
+    calls = []
+    for seq, session in enumerate((a, b, a, b), start=1):
+        call = SessionCall()
+        session.remember(seq, call)
+        table.answered(session, seq, call, bytes(4000))
+        calls.append(call)
+    # 16,000 bytes answered, 10,000 kept: the two oldest calls are forgotten
+    assert table.answer_bytes == 8000
+    assert 1 not in a.calls and 2 not in b.calls
+    assert a.calls[3].answer == bytes(4000) and b.calls[4] is calls[3]
