@@ -85,7 +85,12 @@ class ReplayWindow:
             return False
         if seq > self._top:
             shift = seq - self._top
-            self._bits = ((self._bits << shift) | 1) & ((1 << self.size) - 1)
+            # a jump past the window starts it afresh (shifting by the jump itself would let a
+            # caller's huge sequence number build an integer as large)
+            if shift >= self.size:
+                self._bits = 1
+            else:
+                self._bits = ((self._bits << shift) | 1) & ((1 << self.size) - 1)
             self._top = seq
             return True
         back = self._top - seq
