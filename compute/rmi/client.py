@@ -432,7 +432,22 @@ class Client:
     ) -> Any:
         name = self._name_field(env, function)
         try:
-            return await self._poll_result(name, result, verify, env, function, progress, started)
+            loop = asyncio.get_running_loop()
+            eta = float(env.get("eta", 0.0))
+            while True:
+                if progress is not None:
+                    progress("running", loop.time() - started, eta)
+                await asyncio.sleep(min(max(eta, 0.0), self.max_poll_interval))
+                self.polls += 1
+                env = open_envelope(await self._fetch(name, function, verify), function)
+                if env["s"] == "pending":
+                    eta = float(env.get("eta", 0.0))
+                    continue
+                if env["s"] != "ok":
+                    raise ProtocolError(f"unexpected result answer {env['s']!r}", function)
+                if progress is not None:
+                    progress("done", loop.time() - started, 0.0)
+                return result(env)
         except asyncio.CancelledError:
             self._cancel_on_server(name)
             raise
@@ -453,33 +468,6 @@ class Client:
         task = asyncio.get_running_loop().create_task(send())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    async def _poll_result(
-        self,
-        name: bytes,
-        result: Callable[[dict[str, Any]], Any],
-        verify: Verifier | None,
-        env: dict[str, Any],
-        function: str,
-        progress: Progress | None,
-        started: float,
-    ) -> Any:
-        loop = asyncio.get_running_loop()
-        eta = float(env.get("eta", 0.0))
-        while True:
-            if progress is not None:
-                progress("running", loop.time() - started, eta)
-            await asyncio.sleep(min(max(eta, 0.0), self.max_poll_interval))
-            self.polls += 1
-            env = open_envelope(await self._fetch(name, function, verify), function)
-            if env["s"] == "pending":
-                eta = float(env.get("eta", 0.0))
-                continue
-            if env["s"] != "ok":
-                raise ProtocolError(f"unexpected result answer {env['s']!r}", function)
-            if progress is not None:
-                progress("done", loop.time() - started, 0.0)
-            return result(env)
 
     async def _fetch(self, name: bytes, function: str, verify: Verifier | None = None) -> bytes:
         try:

@@ -19,12 +19,11 @@ import time
 from dataclasses import dataclass
 
 from icn.errors import DecodeError, EncodeError
-from icn.security.hmac_signer import HmacSigner
 from icn.wire import tlv_types as T
 from icn.wire.encode import EncodedInterest, checked_component_ends
 from icn.wire.name import component_ends
 from icn.wire.packet import InterestView
-from icn.wire.signer import DIGEST_SHA256, DigestSha256Signer, Signer
+from icn.wire.signer import DIGEST_SHA256, Signer, sign_pieces
 from icn.wire.tlv import (
     Buffer,
     encode_nni_tlv,
@@ -161,13 +160,7 @@ def encode_signed_interest(
     # copied once, into the packet (was five times)
     params_head = b"\x24" + encode_varnum(len(app_params))
     sig_info = _signature_info(signer, key_locator, sig_nonce, when, sig_seq)
-    signed = (name, params_head, app_params, sig_info)
-    if isinstance(signer, DigestSha256Signer):
-        sig = signer.digest_parts(signed)
-    elif isinstance(signer, HmacSigner):
-        sig = signer.sign_parts(*signed)
-    else:
-        sig = signer.sign(b"".join(signed))
+    sig = sign_pieces(signer, (name, params_head, app_params, sig_info))
     sig_value = encode_tlv(T.INTEREST_SIGNATURE_VALUE, sig)
     digest = hashlib.sha256(params_head)
     for piece in (app_params, sig_info, sig_value):

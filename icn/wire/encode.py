@@ -16,7 +16,7 @@ from typing import NamedTuple
 from icn.errors import DecodeError, EncodeError
 from icn.wire import tlv_types as T
 from icn.wire.name import component_ends
-from icn.wire.signer import DIGEST_SHA256, DigestSha256Signer, Signer
+from icn.wire.signer import DIGEST_SHA256, Signer, sign_pieces
 from icn.wire.tlv import Buffer, encode_nni, encode_nni_tlv, encode_tlv, encode_varnum
 
 _CBP = b"\x21\x00"
@@ -211,7 +211,7 @@ def data_parts(
 ) -> DataParts:
     """Encode a Data packet signed by ``signer`` (DigestSha256 by default; None: no signature),
     leaving ``content`` (any bytes-like object, e.g. a memoryview of a larger object) in place:
-    DigestSha256 hashes it where it is; another signer gets the signed portion joined."""
+    DigestSha256 and HMAC hash it where it is; another signer gets the signed portion joined."""
     meta = b""
     if content_type is not None and content_type != T.CONTENT_BLOB:
         meta += encode_nni_tlv(T.CONTENT_TYPE, content_type)
@@ -226,11 +226,7 @@ def data_parts(
     tail = b""
     if signer is not None:
         sig_info = encode_tlv(T.SIGNATURE_INFO, signer.signature_info())
-        signed = (name_tlv, content_head, content, sig_info)
-        if isinstance(signer, DigestSha256Signer):
-            sig = signer.digest_parts(signed)
-        else:
-            sig = signer.sign(b"".join(signed))
+        sig = sign_pieces(signer, (name_tlv, content_head, content, sig_info))
         tail = sig_info + b"\x17" + encode_varnum(len(sig)) + sig
     size = len(name_tlv) + len(content_head) + len(content) + len(tail)
     return DataParts(b"\x06" + encode_varnum(size) + name_tlv + content_head, content, tail)

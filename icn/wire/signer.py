@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from icn.wire import tlv_types as T
@@ -46,3 +46,15 @@ def signature_info_tlv(signer: Signer) -> bytes:
 
 
 DIGEST_SHA256 = DigestSha256Signer()
+
+
+def sign_pieces(signer: Signer, pieces: Sequence[Buffer]) -> bytes:
+    """The signature over the concatenation of ``pieces`` without joining them when the signer
+    can take them apart (DigestSha256, and any signer with ``sign_parts``, as HMAC's): a large
+    content is hashed where it is instead of copied first."""
+    if isinstance(signer, DigestSha256Signer):
+        return signer.digest_parts(pieces)
+    by_parts = getattr(signer, "sign_parts", None)
+    if by_parts is not None:
+        return bytes(by_parts(*pieces))
+    return signer.sign(b"".join(pieces))
