@@ -88,7 +88,7 @@ def open_session_answer(data: DataView, session: ClientSession, function: str) -
     server's "no such session" (which lets the client fall back to the full exchange; anyone
     can send it, and it gains them nothing but that)."""
     try:
-        signed = verify_hmac_data(data.wire, session.signer, other_types=True)
+        signed = verify_hmac_data(data, session.signer, other_types=True)
     except ValidationError as exc:
         raise ProtocolError(f"session answer rejected: {exc}", function) from None
     content = data_content(data)
@@ -207,7 +207,7 @@ class Client:
         self.verify: Verifier | None = None
         if server_key is not None:
             key = server_key
-            self.verify = lambda dv: verify_data(dv.wire, key)
+            self.verify = lambda dv: verify_data(dv, key)
         self.pure_functions: set[str] = set()  # learnt from answers: probe the memo first
         self.polls = 0
         # one session per server prefix, agreed by the first full exchange with it: later
@@ -387,7 +387,7 @@ class Client:
         def verify(dv: DataView) -> None:
             # the result and "pending" come signed by the session; a server that lost the
             # call (restarted) can only say so unsigned, and nothing else is taken unsigned
-            if verify_hmac_data(dv.wire, session.signer, other_types=True):
+            if verify_hmac_data(dv, session.signer, other_types=True):
                 return
             try:
                 value = unpack(data_content(dv))

@@ -81,7 +81,7 @@ def check_credential(data: DataView, *, function: str, rnp_key: bytes) -> Creden
         pub = fields["pub"]
         if not isinstance(pub, bytes):
             raise DecodeError("credential key is not bytes")
-        verify_data(data.wire, pub)
+        verify_data(data, pub)
     except (DecodeError, SecurityError, KeyError, TypeError) as exc:
         raise Unauthorized(f"credential rejected: {exc}", function) from None
     if fields.get("fn") != function or fields.get("rnp") != rnp_key:

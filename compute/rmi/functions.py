@@ -10,6 +10,7 @@ import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from types import ModuleType
 from typing import Any, Literal, TypeVar, overload
 
@@ -39,6 +40,17 @@ class FunctionSpec:
     duration: float
     run: RunMode
     signature: inspect.Signature
+
+    @cached_property
+    def arity(self) -> int | None:
+        """How many positional arguments a call must pass when every parameter is a plain
+        one without a default (then a call of that many positional arguments binds, and
+        ``signature.bind`` is not needed); None for any other signature."""
+        plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        params = self.signature.parameters.values()
+        if all(p.kind in plain and p.default is inspect.Parameter.empty for p in params):
+            return len(params)
+        return None
 
 
 @overload

@@ -10,10 +10,10 @@ a new estimate (or are held when the result is due within their lifetime), never
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -346,9 +346,34 @@ class RmiServer:
         signer: Signer | None,
         inline_max: int,
     ) -> bytes:
-        """Start an authorized call and give its answer: the result if it is ready within the
-        inline budget and fits ``inline_max``, else a thunk (its result signed by ``signer``,
-        sealed under ``call_key`` with ``key`` as associated data for a private call)."""
+        """:meth:`_begin_job`, awaited: the answer to give."""
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        def give(content: bytes) -> None:
+            if not answer.done():
+                answer.set_result(content)
+
+        self._begin_job(spec, args, kwargs, blob, call_key, key, deadline, signer, inline_max, give)
+        return await answer
+
+    def _begin_job(
+        self,
+        spec: FunctionSpec,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        blob: bytes,
+        call_key: CallKey | None,
+        key: bytes,
+        deadline: float,
+        signer: Signer | None,
+        inline_max: int,
+        answer: Callable[[bytes], None],
+    ) -> None:
+        """Start an authorized call; ``answer`` gets, once, the result if it is ready within
+        the inline budget and fits ``inline_max``, else a thunk (its result signed by
+        ``signer``, sealed under ``call_key`` with ``key`` as associated data for a private
+        call).  No task of its own: the job's task calls back (a small call's answer leaves
+        in the turn of the loop the function returns in)."""
         cfg = self.config
         loop = asyncio.get_running_loop()
         function = spec.name
@@ -359,23 +384,61 @@ class RmiServer:
             digest = call_digest(function, blob)
             if self._memo.get(digest, loop.time()) is not None:
                 self.counters["memo_hit"] += 1
-                return envelope("memo", name=memo_name(self.prefix, function, digest))
+                answer(envelope("memo", name=memo_name(self.prefix, function, digest)))
+                return
         job = self.jobs.start(spec, args, kwargs)
         job.signer = signer
         self.counters["started"] += 1
-        job.callbacks.append(lambda j: self._finished(j, call_key, key, digest, signer))
+        answered = False
+
+        def finished(j: Job) -> None:
+            nonlocal answered
+            content = self._result_content(j, call_key, key, digest)
+            if not answered:
+                failed = isinstance(j.outcome, RemoteError)
+                if failed or (digest is None and len(content) <= inline_max):
+                    # answered now, in the Trigger's (or the session call's) Data: nothing
+                    # to keep for a poll that will never come
+                    answered = True
+                    self.counters["inline"] += not failed
+                    answer(content)
+                    return
+            self._keep_result(j, content, signer)
+
+        job.callbacks.append(finished)
+
+        def give() -> None:  # at completion or at the end of the budget, whichever is first
+            nonlocal answered
+            if answered:
+                return
+            answered = True
+            try:
+                content = self._trigger_answer(job, function, digest)
+            except Exception:  # a bug here must not leave the caller waiting in silence
+                self.counters["internal_error"] += 1
+                log.exception("call of %s failed inside the server", function)
+                content = error_envelope(
+                    ProtocolError("the server failed handling the call", function)
+                )
+            answer(content)
+
         budget = min(cfg.inline_budget, deadline - cfg.margin - loop.time())
-        if budget > 0 and not job.done and spec.run == "loop":
-            # the job's task takes its first step in the next turn of the loop, before this
-            # coroutine's: a function that returns without waiting is done after one yield,
-            # without a future and a timer for the budget (half the server's cost of a small call)
-            await asyncio.sleep(0)
-        if budget > 0 and not job.done:
-            done: asyncio.Future[None] = loop.create_future()
-            job.callbacks.append(lambda j: _resolve(done))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done, budget)
-        return self._trigger_answer(job, function, digest, inline_max)
+        if budget <= 0:
+            give()
+            return
+        job.callbacks.append(lambda j: give())
+
+        def wait_budget() -> None:
+            if not answered:
+                timer = loop.call_later(budget, give)
+                job.callbacks.append(lambda j: timer.cancel())
+
+        if spec.run == "loop":
+            # the job's task takes its first step before this callback: a function that
+            # returns without waiting has been answered by then, with no timer armed
+            loop.call_soon(wait_budget)
+        else:
+            wait_budget()
 
     def _open_args(
         self, call_key: CallKey | None, payload: bytes, key: bytes, function: str
@@ -390,37 +453,31 @@ class RmiServer:
     def _bind(self, spec: FunctionSpec, blob: bytes) -> tuple[list[Any], dict[str, Any]]:
         try:
             args, kwargs = unpack_args(blob)
-            spec.signature.bind(*args, **kwargs)
+            if kwargs or len(args) != spec.arity:  # (the common case needs no binding)
+                spec.signature.bind(*args, **kwargs)
         except (DecodeError, TypeError) as exc:
             raise BadArguments(str(exc), spec.name) from None
         return args, kwargs
 
-    def _trigger_answer(
-        self, job: Job, function: str, digest: str | None, inline_max: int
-    ) -> bytes:
+    def _trigger_answer(self, job: Job, function: str, digest: str | None) -> bytes:
+        """The answer for a job not answered at its completion: its error, its memo name, or
+        a thunk (running past the budget, or a result too large for the answer)."""
         if job.done:
             if isinstance(job.outcome, RemoteError):
                 return error_envelope(job.outcome)
             if digest is not None:
                 return envelope("memo", name=memo_name(self.prefix, function, digest))
-            obj = self._results.get(job.token, asyncio.get_running_loop().time())
-            if obj is not None and len(obj.content) <= inline_max:
-                self.counters["inline"] += 1
-                self._results.pop(job.token)
-                return obj.content.tobytes()
+            # (a result that fits was answered at completion; a larger one is fetched)
         self.counters["thunked"] += 1
         name = thunk_name(self.prefix, job.token)
         eta = job.eta(asyncio.get_running_loop().time())
         return envelope("thunk", name=name, eta=eta, pure=digest is not None)
 
-    def _finished(
-        self,
-        job: Job,
-        call_key: CallKey | None,
-        key: bytes,
-        digest: str | None,
-        signer: Signer | None = None,
-    ) -> None:
+    def _result_content(
+        self, job: Job, call_key: CallKey | None, key: bytes, digest: str | None
+    ) -> bytes:
+        """A finished job's answer: its result (sealed for a private call; remembered under
+        ``digest`` for a pure one) or its error."""
         outcome = job.outcome
         if isinstance(outcome, RemoteError):
             self.counters["failed"] += 1
@@ -440,6 +497,10 @@ class RmiServer:
                     content = envelope("ok", r=result)
                 if digest is not None:
                     self._remember(job.spec.name, digest, content)
+        return content
+
+    def _keep_result(self, job: Job, content: bytes, signer: Signer | None) -> None:
+        """Keep a finished job's answer for its thunk's polls (and answer those held)."""
         cfg = self.config
         obj = SegmentedObject(
             thunk_name(self.prefix, job.token),
@@ -477,11 +538,7 @@ class RmiServer:
             self.counters["session_calls"] += 1
             call = SessionCall()
             session.remember(seq, call)
-            task = loop.create_task(
-                self._serve_session_call(iv, reply, function, session, si, call)
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._serve_session_call(iv, reply, function, session, si, call)
             return
         self.counters[f"session_{verdict}"] += 1
         if verdict == SessionCheck.REPLAY and session is not None and seq is not None:
@@ -502,7 +559,7 @@ class RmiServer:
         else:
             reply(make_data(iv.name, error_envelope(error), signer=session.signer))
 
-    async def _serve_session_call(
+    def _serve_session_call(
         self,
         iv: InterestView,
         reply: Reply,
@@ -511,6 +568,17 @@ class RmiServer:
         si: SignedInterest,
         call: SessionCall,
     ) -> None:
+        """Authorize and start a checked session call; its answer leaves when the job gives
+        it (:meth:`_begin_job`), signed by the session."""
+        seq = si.fields.seq or 0
+
+        def answer(content: bytes) -> None:
+            self._sessions.answered(session, seq, call, content)
+            reply(make_data(iv.name, content, signer=session.signer))
+            for name, again in call.waiting:
+                again(make_data(name, content, signer=session.signer))
+            call.waiting.clear()
+
         loop = asyncio.get_running_loop()
         deadline = loop.time() + iv.lifetime / 1000.0
         try:
@@ -521,13 +589,14 @@ class RmiServer:
                 )
             self.counters["authorized"] += 1
             payload, private, limit = read_session_params(si.params, function)
-            aad = session_call_aad(si.name_part, si.fields.seq or 0)
+            aad = session_call_aad(si.name_part, seq)
             box = session.box if private else None
             blob = self._open_args(box, payload, aad, function)
             args, kwargs = self._bind(spec, blob)
-            content = await self._start_job(
-                spec, args, kwargs, blob, box, aad, deadline, session.signer, limit
+            self._begin_job(
+                spec, args, kwargs, blob, box, aad, deadline, session.signer, limit, answer
             )
+            return
         except RmiError as exc:
             self.counters[f"refused_{exc.kind}"] += 1
             content = error_envelope(exc)
@@ -535,11 +604,7 @@ class RmiServer:
             self.counters["internal_error"] += 1
             log.exception("session call %s failed inside the server", to_uri(iv.name))
             content = error_envelope(ProtocolError("the server failed handling the call", function))
-        self._sessions.answered(session, si.fields.seq or 0, call, content)
-        reply(make_data(iv.name, content, signer=session.signer))
-        for name, again in call.waiting:
-            again(make_data(name, content, signer=session.signer))
-        call.waiting.clear()
+        answer(content)
 
     def _on_cancel(self, iv: InterestView, reply: Reply, token: str) -> None:
         """The caller of ``token`` was cancelled: stop its job.  The token is the capability,
@@ -621,8 +686,3 @@ class RmiServer:
         wire = obj.answer_parts(iv)
         if wire is not None:
             reply(wire)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)

@@ -239,7 +239,9 @@ async def _fetch_rest(
 
 
 def data_content(data: DataView) -> bytes:
-    """The Content of a Data packet (DataView reads only what forwarding needs)."""
+    """The Content of a Data packet (a copy: where parse_data found it, else looked up)."""
+    if data.content_start >= 0:
+        return data.wire[data.content_start : data.content_end]
     start, end, _ = _content_range(data.wire)
     return data.wire[start:end]
 

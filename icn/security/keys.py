@@ -29,7 +29,7 @@ from icn.errors import ConfigError, DecodeError, ValidationError
 from icn.security.hmac_signer import HmacSigner
 from icn.wire import tlv_types as T
 from icn.wire.name import component_ends, from_uri, generic, to_uri
-from icn.wire.packet import parse_data
+from icn.wire.packet import DataView, parse_data
 from icn.wire.tlv import encode_nni_tlv, encode_tlv, read_nni, read_tl
 
 KEY_NAME_PREFIX = from_uri("/icn/key")
@@ -222,7 +222,22 @@ class _Located(NamedTuple):
     sig_value: bytes
 
 
-def _locate(wire: bytes) -> _Located:
+def _locate(data: bytes | DataView) -> _Located:
+    if isinstance(data, DataView) and data.sig_value_start >= 0:
+        # parsed already (the endpoint parses every Data it receives): where the parse found
+        # the signature, without reading the packet again
+        wire = data.wire
+        try:
+            info = _read_signature_info(wire, data.sig_info_start, data.sig_info_end)
+        except DecodeError as exc:
+            raise ValidationError(f"malformed Data: {exc}") from None
+        return _Located(
+            info,
+            data.sig_info_end,
+            read_tl(wire, 0, len(wire))[1],
+            wire[data.sig_value_start : data.sig_value_end],
+        )
+    wire = data.wire if isinstance(data, DataView) else data
     try:
         parse_data(wire)  # element order, lengths and the critical-type rule
         _, start, end = read_tl(wire, 0, len(wire))
@@ -264,14 +279,16 @@ def signature_info_of(wire: bytes) -> SignatureInfo:
     return _locate(wire).info
 
 
-def verify_data(wire: bytes, public_key: bytes) -> None:
-    """Check that ``wire`` is a Data packet Ed25519-signed by ``public_key`` (32 raw bytes).
+def verify_data(data: bytes | DataView, public_key: bytes) -> None:
+    """Check that ``data`` (a Data packet's wire, or the packet parsed) is Ed25519-signed by
+    ``public_key`` (32 raw bytes).
 
     Raises ValidationError if the packet is malformed, not signed with Ed25519, or the
     signature does not verify.  The KeyLocator is not compared with the key: choose the key
     by :func:`signature_info_of` first.
     """
-    loc = _locate(wire)
+    loc = _locate(data)
+    wire = data.wire if isinstance(data, DataView) else data
     if loc.info.sig_type != T.SIG_ED25519:
         raise ValidationError(
             f"Data signature type is {loc.info.sig_type}, not Ed25519 ({T.SIG_ED25519})"
@@ -287,11 +304,15 @@ def verify_data(wire: bytes, public_key: bytes) -> None:
         raise ValidationError("Ed25519 signature does not verify") from None
 
 
-def verify_hmac_data(wire: bytes, signer: HmacSigner, *, other_types: bool = False) -> bool:
-    """Check that ``wire`` is a Data packet HMAC-SHA256-signed under ``signer``'s secret and
-    names that secret (its KeyLocator); ValidationError if not.  With ``other_types``, a packet
-    with another SignatureType is returned False (unchecked) for the caller to judge."""
-    loc = _locate(wire)
+def verify_hmac_data(
+    data: bytes | DataView, signer: HmacSigner, *, other_types: bool = False
+) -> bool:
+    """Check that ``data`` (a Data packet's wire, or the packet parsed) is HMAC-SHA256-signed
+    under ``signer``'s secret and names that secret (its KeyLocator); ValidationError if not.
+    With ``other_types``, a packet with another SignatureType is returned False (unchecked)
+    for the caller to judge."""
+    loc = _locate(data)
+    wire = data.wire if isinstance(data, DataView) else data
     if other_types and loc.info.sig_type != T.SIG_HMAC_WITH_SHA256:
         return False
     if loc.info.sig_type != T.SIG_HMAC_WITH_SHA256 or loc.info.key_name != signer.key_name:

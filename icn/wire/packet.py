@@ -97,7 +97,20 @@ class InterestView:
 class DataView:
     """What the forwarder needs from a Data packet."""
 
-    __slots__ = ("_digest", "content_type", "freshness", "name", "name_ends", "wire")
+    __slots__ = (
+        "_digest",
+        "content_end",
+        "content_start",
+        "content_type",
+        "freshness",
+        "name",
+        "name_ends",
+        "sig_info_end",
+        "sig_info_start",
+        "sig_value_end",
+        "sig_value_start",
+        "wire",
+    )
 
     def __init__(self) -> None:
         self.wire = b""
@@ -106,6 +119,12 @@ class DataView:
         self.freshness = 0
         self.content_type = T.CONTENT_BLOB
         self._digest: bytes | None = None
+        # where parse_data found the values of Content, SignatureInfo and SignatureValue, so an
+        # app reads the content and checks the signature without parsing the packet again
+        # (the signed portion ends where SignatureInfo does).  -1: absent, or not parsed here
+        self.content_start = self.content_end = -1
+        self.sig_info_start = self.sig_info_end = -1
+        self.sig_value_start = self.sig_value_end = -1
 
     @property
     def implicit_digest(self) -> bytes:
@@ -253,10 +272,13 @@ def parse_data(wire: bytes) -> DataView:
             _read_meta_info(wire, vstart, vend, dv)
         elif typ == T.CONTENT and rank < 2:
             rank = 2
+            dv.content_start, dv.content_end = vstart, vend
         elif typ == T.SIGNATURE_INFO and rank < 3:
             rank = 3
+            dv.sig_info_start, dv.sig_info_end = vstart, vend
         elif typ == T.SIGNATURE_VALUE and rank == 3:
             rank = 4
+            dv.sig_value_start, dv.sig_value_end = vstart, vend
         elif is_critical(typ):
             raise DecodeError(f"unexpected or out-of-order critical element {typ} in Data")
         off = vend

@@ -47,7 +47,9 @@ def slow_spec(gate: asyncio.Event, duration: float) -> FunctionSpec:
 
 def start(server: RmiServer, spec: FunctionSpec) -> Job:
     job = server.jobs.start(spec, [], {})
-    job.callbacks.append(lambda j: server._finished(j, None, b"rnp", None))
+    job.callbacks.append(
+        lambda j: server._keep_result(j, server._result_content(j, None, b"rnp", None), None)
+    )
     return job
 
 
