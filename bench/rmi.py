@@ -7,8 +7,9 @@ call carries the payload both ways:
            The client keeps a session per server: its first call runs the full exchange (a
            Trigger Interest, the server's Reflexive Interests for the caller's credential and,
            above 6000 B, its argument segments) and agrees the session; later calls are one
-           HMAC-signed Interest and its Data, the arguments inline up to 6000 B (results above
-           7000 B are fetched as segments).  The table's cells measure these later calls.
+           HMAC-signed Interest and its Data, arguments and results inline up to the path's
+           packet limit (4 MiB here: every hop to the server is local, as the client asks its
+           forwarder once per session).  The table's cells measure these later calls.
   grpc:    grpc.aio channel (this process) -> bench/grpc_server.py over TCP on 127.0.0.1
   ceiling: one TCP connection (this process) -> bench/rmi_ceiling_server.py on 127.0.0.1,
            length-prefixed msgpack frames [call id, bytes] multiplexed by call id, answered
