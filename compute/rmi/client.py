@@ -215,6 +215,9 @@ class Client:
         # full exchange)
         self.sessions = sessions
         self._sessions: dict[bytes, ClientSession] = {}
+        # the first call to a server agrees its session; calls made meanwhile wait for it
+        # rather than each agreeing one of their own (the server would keep them all)
+        self._agreeing: dict[bytes, asyncio.Future[None]] = {}
         self.counters: Counter[str] = Counter()
         self._background: set[asyncio.Task[None]] = set()  # cancel Interests on their way
         self._split: dict[str, tuple[bytes, str]] = {}  # function name -> (prefix, function)
@@ -268,6 +271,9 @@ class Client:
                     found, value = await self._probe_memo(prefix, fn, blob, function)
                     if found:
                         return value
+                agreeing = self._agreeing.get(prefix)
+                if agreeing is not None and prefix not in self._sessions:
+                    await asyncio.shield(agreeing)  # (failed or not: it tells; bounded by limit)
                 session = self._sessions.get(prefix)
                 if session is not None and not session.usable(loop.time()):
                     del self._sessions[prefix]
@@ -309,7 +315,12 @@ class Client:
     ) -> Any:
         rnp = new_rnp()
         key = reflexive_key(rnp)
-        want_session = self.sessions and prefix not in self._sessions
+        want_session = (
+            self.sessions and prefix not in self._sessions and prefix not in self._agreeing
+        )
+        agreed: asyncio.Future[None] | None = None
+        if want_session:
+            agreed = self._agreeing[prefix] = asyncio.get_running_loop().create_future()
         exchange = _Exchange(self, key, fn, blob, private, want_session)
         self.ep.handlers.add(key, exchange.handler)
         try:
@@ -319,13 +330,16 @@ class Client:
                 retries=self.retries,
                 verify=self.verify,
             )
+            env = open_envelope(data_content(td), function)
+            if "sid" in env and want_session:
+                self._adopt_session(prefix, exchange, env)
         except (InterestNack, InterestTimeout) as exc:
             raise self._unavailable(exc, prefix, function) from None
         finally:
             self.ep.handlers.remove(key)
-        env = open_envelope(data_content(td), function)
-        if "sid" in env and want_session:
-            self._adopt_session(prefix, exchange, env)
+            if agreed is not None:  # the calls waiting for the session go on, with or without
+                del self._agreeing[prefix]
+                agreed.set_result(None)
         return await self._settle(env, exchange.result, self.verify, function, progress, started)
 
     def _adopt_session(self, prefix: bytes, exchange: _Exchange, env: dict[str, Any]) -> None:

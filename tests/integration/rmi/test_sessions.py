@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from compute.rmi import RmiServer, Unauthorized, collect
+from compute.rmi import RmiServer, ServerUnavailable, Unauthorized, collect
 from compute.rmi.session import session_name, session_params
 from compute.rmi.wire import function_component, open_envelope, pack_args
 from icn.dataplane.handlers import Reply
@@ -43,6 +43,32 @@ async def test_later_calls_take_one_interest_each(line: Line) -> None:
     secret = {"card": "4111"}
     assert await client.invoke(f"{PREFIX}/echo", (secret,), private=True) == secret
     assert server.counters["session_calls"] == 6
+
+
+async def test_concurrent_first_calls_agree_one_session(line: Line) -> None:
+    # the calls made while the first one agrees the session wait for it and then use it,
+    # instead of each agreeing a session the server would have to keep
+    server = await line.start_server()
+    client = line.client()
+    got = await asyncio.gather(*(client.call(f"{PREFIX}/echo", i) for i in range(8)))
+    assert got == list(range(8))
+    assert server.counters["sessions"] == 1 and client.counters["sessions"] == 1
+    assert server.counters["calls"] == 1 and server.counters["session_calls"] == 7
+
+
+async def test_calls_waiting_for_a_first_call_that_fails_go_on_without_it(line: Line) -> None:
+    # no server yet: the first call fails, and the calls that waited for its session each
+    # fail the same way on their own (none waits on forever); then a server comes and the
+    # next calls agree one session
+    client = line.client(retries=0, lifetime_ms=300)
+    got = await asyncio.gather(
+        *(client.call(f"{PREFIX}/echo", i) for i in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(e, ServerUnavailable) for e in got), got
+    assert not client._agreeing
+    server = await line.start_server()
+    assert await asyncio.gather(*(client.call(f"{PREFIX}/echo", i) for i in range(3))) == [0, 1, 2]
+    assert server.counters["sessions"] == 1
 
 
 async def test_sessions_off_runs_the_full_exchange_every_time(line: Line) -> None:
