@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from compute.rmi.credential import build_credential
@@ -323,18 +323,26 @@ class Client:
             agreed = self._agreeing[prefix] = asyncio.get_running_loop().create_future()
         exchange = _Exchange(self, key, fn, blob, private, want_session)
         self.ep.handlers.add(key, exchange.handler)
-        try:
-            td = await self.ep.express(
-                trigger_name(prefix + function_component(fn), rnp),
-                lifetime_ms=self.lifetime_ms,
-                retries=self.retries,
-                verify=self.verify,
+        trigger = trigger_name(prefix + function_component(fn), rnp)
+
+        async def ask(retries: int) -> DataView:
+            return await self.ep.express(
+                trigger, lifetime_ms=self.lifetime_ms, retries=retries, verify=self.verify
             )
+
+        try:
+            td = await ask(self.retries)
             env = open_envelope(data_content(td), function)
             if "sid" in env and want_session:
                 self._adopt_session(prefix, exchange, env)
         except (InterestNack, InterestTimeout) as exc:
             raise self._unavailable(exc, prefix, function) from None
+        except asyncio.CancelledError:
+            # (the same Trigger name: the forwarders aggregate it with the one in flight)
+            self._cancel_once_answered(
+                lambda: ask(0), lambda dv: open_envelope(data_content(dv), function), function
+            )
+            raise
         finally:
             self.ep.handlers.remove(key)
             if agreed is not None:  # the calls waiting for the session go on, with or without
@@ -376,17 +384,27 @@ class Client:
         name = prefix + function_component(fn) + session_name(session.sid)
         aad = session_call_aad(name, seq)
         payload = session.box.seal(blob, aad=aad) if private else blob
-        try:
-            data = await self.ep.express(
+        params = session_params(payload, private, session.inline_limit())
+
+        async def ask(retries: int) -> DataView:
+            return await self.ep.express(
                 name,
-                app_params=session_params(payload, private, session.inline_limit()),
+                app_params=params,
                 signer=session.signer,
                 sig_seq=seq,  # a retransmission repeats it: the server answers, never reruns
                 lifetime_ms=self.lifetime_ms,
-                retries=self.retries,
+                retries=retries,
             )
+
+        try:
+            data = await ask(self.retries)
         except (InterestNack, InterestTimeout) as exc:
             raise self._unavailable(exc, prefix, function) from None
+        except asyncio.CancelledError:
+            self._cancel_once_answered(
+                lambda: ask(0), lambda dv: open_session_answer(dv, session, function), function
+            )
+            raise
         env = open_session_answer(data, session, function)
         self.counters["session_calls"] += 1
 
@@ -466,10 +484,35 @@ class Client:
             self._cancel_on_server(name)
             raise
 
-    def _cancel_on_server(self, thunk: bytes) -> None:
+    def _cancel_once_answered(
+        self,
+        ask: Callable[[], Awaitable[DataView]],
+        opened: Callable[[DataView], dict[str, Any]],
+        function: str,
+    ) -> None:
+        """The caller was cancelled before the server's first answer, so before it knew the
+        thunk to cancel: in the background, ask for that answer again (the server answers a
+        repeated call with the answer of the first, never runs it twice) and, if it is a
+        thunk, cancel its job.  Bounded by one Interest lifetime and the cancel's."""
+        self.counters["cancelled"] += 1
+        if self.ep.closed:
+            return
+
+        async def follow() -> None:
+            with contextlib.suppress(IcnError, TimeoutError):  # (RmiError is an IcnError)
+                env = opened(await ask())
+                if env.get("s") == "thunk":
+                    self._cancel_on_server(self._name_field(env, function), counted=True)
+
+        task = asyncio.get_running_loop().create_task(follow())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _cancel_on_server(self, thunk: bytes, *, counted: bool = False) -> None:
         """Tell the server to stop the call whose result is ``thunk`` (the caller's task was
         cancelled), without waiting for its answer."""
-        self.counters["cancelled"] += 1
+        if not counted:
+            self.counters["cancelled"] += 1
         if self.ep.closed:
             return
 

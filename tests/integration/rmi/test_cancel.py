@@ -43,3 +43,28 @@ async def test_a_cancelled_call_in_a_thread_is_abandoned_and_counted(line: Line)
     await cancel_once_thunked(line, f"{PREFIX}/blocking", 1.0)
     await wait_until(lambda: server.counters["cancelled"] == 1, timeout=1.0)
     assert server.counters["abandoned"] == 1 and not server.jobs.running
+
+
+@pytest.mark.parametrize("in_session", [True, False])
+async def test_a_call_cancelled_before_its_thunk_arrives_still_stops_on_the_server(
+    line: Line, in_session: bool
+) -> None:
+    # cancelled within the server's inline budget: the caller has no thunk to cancel yet, so
+    # it asks for the call's answer again (never run twice) and cancels the thunk it gets
+    server = await line.start_server()
+    client = line.client()
+    if in_session:
+        assert await client.call(f"{PREFIX}/echo", 1) == 1  # agrees the session
+    task = asyncio.create_task(client.call(f"{PREFIX}/slow", 30.0))
+    await wait_until(lambda: funcs.RAN["slow"] == 1, timeout=5)
+    assert server.counters["thunked"] == 0  # still within the inline budget
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await wait_until(lambda: not server.jobs.running, timeout=2.0)
+    assert server.counters["cancelled"] == 1
+    assert server.counters["completed"] == (1 if in_session else 0)  # (the echo)
+    assert funcs.RAN["slow"] == 1 and client.counters["cancelled"] == 1
+    # in a session the call was asked again under its sequence number: answered, not rerun
+    assert server.counters["session_calls"] == (1 if in_session else 0)
+    assert server.counters["session_replay"] == (1 if in_session else 0)
