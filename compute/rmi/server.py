@@ -74,7 +74,7 @@ from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, Sec
 from icn.security.keys import Identity
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
 from icn.security.signed_interest import SignedInterest, read_signed_interest
-from icn.wire.encode import make_data
+from icn.wire.encode import Uncached, data_parts, make_data
 from icn.wire.name import NameLike, as_name, generic, to_uri
 from icn.wire.packet import InterestView
 from icn.wire.reflexive import LIFETIME_EXTENSION
@@ -545,7 +545,7 @@ class RmiServer:
             earlier = session.calls.get(seq)
             if earlier is not None:  # the caller's retransmission, or a replay: not run again
                 if earlier.answer is not None:
-                    reply(make_data(iv.name, earlier.answer, signer=session.signer))
+                    reply(_single_use(iv.name, earlier.answer, session))
                 elif len(earlier.waiting) < MAX_WAITING_REPEATS:
                     earlier.waiting.append((iv.name, reply))
                 return
@@ -557,7 +557,7 @@ class RmiServer:
         if session is None:  # no key to sign with: the caller falls back on it, unverified
             self._answer(iv, reply, error_envelope(error))
         else:
-            reply(make_data(iv.name, error_envelope(error), signer=session.signer))
+            reply(_single_use(iv.name, error_envelope(error), session))
 
     def _serve_session_call(
         self,
@@ -574,9 +574,9 @@ class RmiServer:
 
         def answer(content: bytes) -> None:
             self._sessions.answered(session, seq, call, content)
-            reply(make_data(iv.name, content, signer=session.signer))
+            reply(_single_use(iv.name, content, session))
             for name, again in call.waiting:
-                again(make_data(name, content, signer=session.signer))
+                again(_single_use(name, content, session))
             call.waiting.clear()
 
         loop = asyncio.get_running_loop()
@@ -686,3 +686,10 @@ class RmiServer:
         wire = obj.answer_parts(iv)
         if wire is not None:
             reply(wire)
+
+
+def _single_use(name: bytes, content: bytes, session: ServerSession) -> Uncached:
+    """A session call's answer: signed by the session, and kept out of the caches on the way
+    (its name, which holds the call's signature, is never asked again: a retransmission is
+    signed anew and answered here)."""
+    return Uncached(data_parts(name, content, signer=session.signer))

@@ -44,12 +44,20 @@ from icn.errors import (
 )
 from icn.security.signed_interest import encode_signed_interest
 from icn.wire import tlv_types as T
-from icn.wire.encode import DataParts, EncodedInterest, Outgoing, encode_interest, make_data
-from icn.wire.lp import encode_lp, parse_lp
+from icn.wire.encode import (
+    DataParts,
+    EncodedInterest,
+    Outgoing,
+    Uncached,
+    encode_interest,
+    make_data,
+)
+from icn.wire.lp import lp_head, parse_lp
 from icn.wire.name import NameLike, as_name, to_uri
 from icn.wire.packet import DataView, parse_data, parse_interest
 from icn.wire.reflexive import LIFETIME_EXTENSION, ri_key
 from icn.wire.signer import DIGEST_SHA256, Signer
+from icn.wire.tlv import Buffer
 
 log = logging.getLogger(__name__)
 
@@ -425,11 +433,10 @@ class Endpoint:
 
     def put(self, wire: Outgoing) -> None:
         """Send a Data packet: the whole TLV, or its :class:`~icn.wire.encode.DataParts` (a
-        stream socket then writes the parts with one vectored write, the content uncopied).
+        stream socket then writes the parts with one vectored write, the content uncopied),
+        either one wrapped in :class:`~icn.wire.encode.Uncached` to keep it out of caches.
         Dropped and counted once the endpoint is closed."""
-        if (wire.head if isinstance(wire, DataParts) else wire)[:1] != b"\x06":
-            raise EncodeError("put() sends Data packets (TLV type 6)")
-        self._write(wire)
+        self._write(_framed(wire, None, "put"))
 
     # ---- receive path ----------------------------------------------------------------------
 
@@ -532,11 +539,7 @@ class Endpoint:
         """Echo the PitToken the Interest came with, as python-ndn's v2 apps do."""
 
         def reply(wire: Outgoing) -> None:
-            if isinstance(wire, DataParts):
-                wire = wire.join()
-            if wire[:1] != b"\x06":
-                raise EncodeError("reply() sends Data packets (TLV type 6)")
-            self._write(encode_lp(wire, pit_token=token))
+            self._write(_framed(wire, token, "reply"))
 
         return reply
 
@@ -548,20 +551,21 @@ class Endpoint:
 
     # ---- transport -------------------------------------------------------------------------
 
-    def _write(self, wire: Outgoing) -> None:
+    def _write(self, wire: bytes | tuple[Buffer, ...]) -> None:
+        """Send one packet: its wire, or its pieces in order (DataParts is such a tuple)."""
         t = self._transport
         if t is None:
             self.counters["drop_closed"] += 1
         elif self._datagram:  # asyncio's and uvloop's UDP transports share no base class
             cast(asyncio.DatagramTransport, t).sendto(
-                wire.join() if isinstance(wire, DataParts) else wire
+                b"".join(wire) if isinstance(wire, tuple) else wire
             )
         else:
             stream = cast(asyncio.WriteTransport, t)
             if stream.get_write_buffer_size() > SEND_LIMIT:
                 self.counters["drop_send_queue_full"] += 1
-            elif isinstance(wire, DataParts):
-                # uvloop: one writev of the three buffers; asyncio's 3.11 transports join them
+            elif isinstance(wire, tuple):
+                # uvloop: one writev of the pieces; asyncio's 3.11 transports join them
                 stream.writelines(wire)
             else:
                 stream.write(wire)
@@ -600,3 +604,21 @@ class Endpoint:
     def _fail_all(self, make: Callable[[], BaseException]) -> None:
         for rec in self._table.entries():
             self._fail(rec, make())
+
+
+def _framed(wire: Outgoing, token: bytes | None, what: str) -> bytes | tuple[Buffer, ...]:
+    """A Data to send, as :meth:`Endpoint._write` takes it: bare, or behind an LpPacket header
+    when it carries a PitToken to echo or CachePolicy NoCache (:class:`Uncached`); the Data
+    itself is not copied into the LpPacket, it follows its header in the same write."""
+    no_cache = isinstance(wire, Uncached)
+    data = wire.data if isinstance(wire, Uncached) else wire
+    if (data.head if isinstance(data, DataParts) else data)[:1] != b"\x06":
+        raise EncodeError(f"{what}() sends Data packets (TLV type 6)")
+    if token is None and not no_cache:
+        return data
+    head = lp_head(
+        data.size if isinstance(data, DataParts) else len(data),
+        pit_token=token,
+        cache_policy=T.CACHE_POLICY_NO_CACHE if no_cache else None,
+    )
+    return (head, *data) if isinstance(data, DataParts) else (head, data)

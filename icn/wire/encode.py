@@ -196,8 +196,25 @@ class DataParts(NamedTuple):
         return b"".join(self)
 
 
-# What a producer hands to a reply path or an endpoint's put: a Data wire, whole or in parts.
-Outgoing = bytes | DataParts
+class Uncached(NamedTuple):
+    """A Data (whole or in parts) sent with NDNLPv2 CachePolicy NoCache, so the producer's
+    forwarder passes it on without caching it: an answer only its one asker can use (a session
+    call's answer, whose name no later Interest repeats), which would otherwise take the room
+    of data that others may ask for again.  The field goes from an app to its forwarder; as in
+    NFD, forwarders do not pass it on."""
+
+    data: bytes | DataParts
+
+
+# What a producer hands to a reply path or an endpoint's put: a Data wire, whole or in parts,
+# or one not to be cached.
+Outgoing = bytes | DataParts | Uncached
+
+
+def data_of(wire: Outgoing) -> bytes:
+    """The Data packet an :data:`Outgoing` holds, as one wire (joined if it is in parts)."""
+    data = wire.data if isinstance(wire, Uncached) else wire
+    return data.join() if isinstance(data, DataParts) else data
 
 
 def data_parts(

@@ -192,6 +192,19 @@ def encode_lp(
     return encode_varnum(T.LP_PACKET) + encode_varnum(len(value)) + value
 
 
+def lp_head(
+    fragment_size: int, *, pit_token: bytes | None = None, cache_policy: int | None = None
+) -> bytes:
+    """The octets of an LpPacket up to its Fragment's value, for a fragment of
+    ``fragment_size`` octets sent after it (a large Data is written behind its header, not
+    copied into it): ``lp_head(len(f), ...) + f == encode_lp(f, ...)``."""
+    fields = encode_lp(None, pit_token=pit_token, cache_policy=cache_policy)
+    _, vstart, _ = read_tl(fields, 0, len(fields))
+    fragment_tl = encode_varnum(T.LP_FRAGMENT) + encode_varnum(fragment_size)
+    size = len(fields) - vstart + len(fragment_tl) + fragment_size
+    return encode_varnum(T.LP_PACKET) + encode_varnum(size) + fields[vstart:] + fragment_tl
+
+
 def encode_nack(interest_wire: bytes, reason: int, pit_token: bytes | None = None) -> bytes:
     """A network Nack: the whole Interest as Fragment, with its reason."""
     return encode_lp(interest_wire, pit_token=pit_token, nack_reason=reason)

@@ -16,7 +16,7 @@ from icn.dataplane.handlers import Reply
 from icn.dataplane.segments import data_content
 from icn.security.hmac_signer import HmacSigner
 from icn.security.signed_interest import encode_signed_interest
-from icn.wire.encode import DataParts, Outgoing
+from icn.wire.encode import Outgoing, data_of
 from icn.wire.name import as_name
 from icn.wire.packet import InterestView, parse_data, parse_interest
 from tests.integration.rmi import funcs
@@ -71,6 +71,22 @@ async def test_calls_waiting_for_a_first_call_that_fails_go_on_without_it(line: 
     assert server.counters["sessions"] == 1
 
 
+async def test_session_answers_are_kept_out_of_the_server_forwarders_store(line: Line) -> None:
+    # a session call's answer is named by its signature, which no later Interest repeats:
+    # the server sends it with CachePolicy NoCache and its forwarder does not store it (the
+    # field goes from an app to its forwarder, as in NFD: the ones further on cache as usual)
+    await line.start_server()
+    client = line.client()
+    assert await client.call(f"{PREFIX}/echo", 0) == 0
+    assert await client.call(f"{PREFIX}/echo", 1) == 1  # (the session's first call)
+    held, skipped = len(line.daemons[-1].fw.cs), line.counter(-1, "fw.cs_no_cache")
+    for i in range(2, 7):
+        assert await client.call(f"{PREFIX}/echo", i) == i
+    assert len(line.daemons[-1].fw.cs) == held
+    assert line.counter(-1, "fw.cs_no_cache") - skipped == 5
+    assert len(line.daemons[0].fw.cs) >= 5  # the forwarders further on cache them
+
+
 async def test_sessions_off_runs_the_full_exchange_every_time(line: Line) -> None:
     server = await line.start_server()
     client = line.client(sessions=False)
@@ -107,7 +123,7 @@ async def test_a_replayed_or_forged_session_interest_never_runs_the_function(lin
     answers: list[bytes] = []
 
     def capture(wire: Outgoing) -> None:
-        answers.append(wire.join() if isinstance(wire, DataParts) else wire)
+        answers.append(data_of(wire))
 
     # the same signed Interest again, as an eavesdropper would send it (a new Nonce so the
     # forwarders pass it): answered with the answer it had, never run again

@@ -12,7 +12,7 @@ from ndn.encoding.ndnlp_v2 import CachePolicy, LpPacket, LpPacketValue, NetworkN
 
 from icn.errors import DecodeError, EncodeError
 from icn.wire import tlv_types as T
-from icn.wire.lp import LpView, encode_lp, encode_nack, parse_lp
+from icn.wire.lp import LpView, encode_lp, encode_nack, lp_head, parse_lp
 from icn.wire.tlv import encode_nni_tlv, encode_tlv
 from tests.unit.icn.test_name import SETTINGS, nni_values
 
@@ -264,3 +264,19 @@ def test_encode_lp_field_order_is_ascending() -> None:
     # a bare LpPacket (no field at all) still parses
     assert encode_lp(None) == b"\x64\x00"
     assert parse_lp(encode_lp(None)).fragment is None
+
+
+@SETTINGS
+@given(
+    st.binary(min_size=1, max_size=70_000),
+    st.one_of(st.none(), st.binary(min_size=1, max_size=32)),
+    st.sampled_from([None, T.CACHE_POLICY_NO_CACHE]),
+)
+def test_a_header_before_its_fragment_is_the_whole_lp_packet(
+    fragment: bytes, token: bytes | None, policy: int | None
+) -> None:
+    # an endpoint writes a large Data behind this header instead of copying it into a packet
+    head = lp_head(len(fragment), pit_token=token, cache_policy=policy)
+    assert head + fragment == encode_lp(fragment, pit_token=token, cache_policy=policy)
+    lp = parse_lp(head + fragment)
+    assert lp.pit_token == token and lp.cache_policy == policy

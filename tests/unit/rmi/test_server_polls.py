@@ -11,7 +11,7 @@ from compute.rmi.functions import FunctionSpec, function, spec_of
 from compute.rmi.jobs import Job
 from compute.rmi.server import RmiServer, ServerConfig
 from compute.rmi.wire import open_envelope, thunk_name
-from icn.wire.encode import DataParts, Outgoing, make_interest
+from icn.wire.encode import Outgoing, data_of, make_interest
 from icn.wire.name import from_uri
 from icn.wire.packet import parse_data, parse_interest
 
@@ -30,7 +30,7 @@ class Replies:
         self.got: list[tuple[float, bytes]] = []
 
     def __call__(self, wire: Outgoing) -> None:  # a reply path takes a wire or its parts
-        whole = wire.join() if isinstance(wire, DataParts) else wire
+        whole = data_of(wire)
         self.got.append((asyncio.get_running_loop().time(), whole))
 
 
