@@ -5,8 +5,9 @@ Every side calls an echo function with a bytes argument and gets the same bytes 
 call carries the payload both ways:
   rmi:     client (this process) -> one forwarder process (Unix socket) -> bench/rmi_server.py.
            The client keeps a session per server: its first call runs the full exchange (a
-           Trigger Interest, the server's Reflexive Interests for the caller's credential and,
-           above 6000 B, its argument segments) and agrees the session; later calls are one
+           Trigger Interest and the server's Reflexive Interest for the caller's credential,
+           which holds arguments up to the path's packet limit, as the client asks its
+           forwarder first when they exceed 6000 B) and agrees the session; later calls are one
            HMAC-signed Interest and its Data, arguments and results inline up to the path's
            packet limit (4 MiB here: every hop to the server is local, as the client asks its
            forwarder once per session).  The table's cells measure these later calls.

@@ -24,6 +24,7 @@ from compute.rmi.errors import (
     Timeout,
 )
 from compute.rmi.session import (
+    PACKET_ROOM,
     ClientSession,
     derive_session_secret,
     session_call_aad,
@@ -114,10 +115,14 @@ class _Exchange:
         blob: bytes,
         private: bool,
         session: bool = False,
+        packet_limit: int | None = None,
     ) -> None:
         self.client = client
         self.key = key
         self.function = function
+        # what the path to the server carries in one packet, when known: the credential then
+        # holds arguments up to it and asks for results up to it in the answer
+        self.room = None if packet_limit is None else max(0, packet_limit - PACKET_ROOM)
         self.blob = blob
         self.private = private
         self.session = session  # ask for a session: later calls take one round trip
@@ -152,7 +157,7 @@ class _Exchange:
             except SecurityError:
                 return b""  # a malformed server key: let the call fail by timeout
             payload = self.call_key.seal(self.blob, aad=self.key)
-        inline = len(payload) <= self.client.inline_args
+        inline = len(payload) <= max(self.client.inline_args, self.room or 0)
         if not inline:
             self.args = SegmentedObject(self.key + ARGS, payload)
         return build_credential(
@@ -166,6 +171,7 @@ class _Exchange:
             payload=payload,
             inline=inline,
             session=self.session,
+            answer_limit=self.room,
         )
 
     def result(self, env: dict[str, Any]) -> Any:
@@ -221,6 +227,9 @@ class Client:
         self.counters: Counter[str] = Counter()
         self._background: set[asyncio.Task[None]] = set()  # cancel Interests on their way
         self._split: dict[str, tuple[bytes, str]] = {}  # function name -> (prefix, function)
+        # the largest packet the path to each server prefix carries, asked of the forwarder
+        # once (icn.dataplane.path_limit): arguments and results up to it ride whole
+        self._path_limits: dict[bytes, int] = {}
 
     @classmethod
     async def connect(cls, uri: str | None = None, **options: Any) -> Client:
@@ -279,7 +288,7 @@ class Client:
                     del self._sessions[prefix]
                     session = None
                 if session is not None and session.packet_limit is None:
-                    session.packet_limit = await path_packet_limit(self.ep, prefix)
+                    session.packet_limit = await self._path_limit(prefix)
                 if session is not None and len(blob) <= session.inline_limit():
                     try:
                         return await self._session_call(
@@ -291,6 +300,14 @@ class Client:
                 return await self._exchange(prefix, fn, function, blob, private, progress, started)
         except TimeoutError:
             raise Timeout(f"no result within {limit} s", function) from None
+
+    async def _path_limit(self, prefix: bytes) -> int:
+        limit = self._path_limits.get(prefix)
+        if limit is None:
+            limit = await path_packet_limit(self.ep, prefix)
+            if len(self._path_limits) < MAX_NAMES_KEPT:
+                self._path_limits[prefix] = limit
+        return limit
 
     async def _probe_memo(
         self, prefix: bytes, fn: str, blob: bytes, function: str
@@ -313,6 +330,11 @@ class Client:
         progress: Progress | None,
         started: float,
     ) -> Any:
+        limit = self._path_limits.get(prefix)
+        if limit is None and len(blob) > self.inline_args:
+            # arguments that may not fit a network packet: if the path is local they ride
+            # whole in the credential (and the result in the answer), no segments either way
+            limit = await self._path_limit(prefix)
         rnp = new_rnp()
         key = reflexive_key(rnp)
         want_session = (
@@ -321,7 +343,7 @@ class Client:
         agreed: asyncio.Future[None] | None = None
         if want_session:
             agreed = self._agreeing[prefix] = asyncio.get_running_loop().create_future()
-        exchange = _Exchange(self, key, fn, blob, private, want_session)
+        exchange = _Exchange(self, key, fn, blob, private, want_session, limit)
         self.ep.handlers.add(key, exchange.handler)
         trigger = trigger_name(prefix + function_component(fn), rnp)
 
@@ -365,7 +387,9 @@ class Client:
         except SecurityError:
             return
         loop = asyncio.get_running_loop()
-        self._sessions[prefix] = ClientSession.agreed(sid, secret, float(ttl), loop.time())
+        session = ClientSession.agreed(sid, secret, float(ttl), loop.time())
+        session.packet_limit = self._path_limits.get(prefix)
+        self._sessions[prefix] = session
         self.counters["sessions"] += 1
 
     async def _session_call(

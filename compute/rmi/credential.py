@@ -38,6 +38,8 @@ class Credential:
     payload_digest: bytes
     inline: bytes | None
     session: bool = False  # the caller asks for a session (its ephemeral key agrees it)
+    # the largest answer the caller's path carries in one packet, when the caller knows it
+    answer_limit: int | None = None
 
 
 def build_credential(
@@ -52,6 +54,7 @@ def build_credential(
     payload: bytes,
     inline: bool,
     session: bool = False,
+    answer_limit: int | None = None,
 ) -> bytes:
     """The signed credential Data, named ``name`` (the Reflexive Interest's name)."""
     content = pack(
@@ -67,6 +70,7 @@ def build_credential(
             "args": payload if inline else None,
             "t": time.time(),
             "sess": session,
+            "m": answer_limit,
         }
     )
     return make_data(name, content, signer=identity.signer())
@@ -104,11 +108,12 @@ def check_credential(data: DataView, *, function: str, rnp_key: bytes) -> Creden
             payload_digest=bytes(fields["h"]),
             inline=None if fields["args"] is None else bytes(fields["args"]),
             session=bool(fields.get("sess", False)),
+            answer_limit=None if fields.get("m") is None else int(fields["m"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BadArguments(f"malformed credential: {exc}", function) from None
-    if cred.size < 0 or cred.payload_size < 0:
-        raise BadArguments("negative argument size", function)
+    if cred.size < 0 or cred.payload_size < 0 or (cred.answer_limit or 0) < 0:
+        raise BadArguments("negative argument or answer size", function)
     return cred
 
 

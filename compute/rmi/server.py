@@ -36,6 +36,7 @@ from compute.rmi.polls import MAX_HELD_POLLS, HeldPoll, PollHolding
 from compute.rmi.session import (
     DEFAULT_LIFETIME,
     DEFAULT_MAX_SESSIONS,
+    LOCAL_ANSWER_MAX,
     MAX_WAITING_REPEATS,
     SESSION,
     ServerSession,
@@ -329,8 +330,11 @@ class RmiServer:
             else:
                 session = self._sessions.create(cred.caller, secret, loop.time())
                 self.counters["sessions"] += 1
+        inline_max = cfg.inline_max
+        if cred.answer_limit is not None:  # the caller's path carries answers this large
+            inline_max = max(inline_max, min(cred.answer_limit, LOCAL_ANSWER_MAX))
         content = await self._start_job(
-            spec, args, kwargs, blob, call_key, key, deadline, self.ep.signer, cfg.inline_max
+            spec, args, kwargs, blob, call_key, key, deadline, self.ep.signer, inline_max
         )
         return content, deadline, session
 

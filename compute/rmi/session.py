@@ -51,6 +51,8 @@ MAX_SKEW_MS = 60_000  # SignatureTime against the server's clock
 CLIENT_MARGIN = 5.0
 # room in a packet for what is not arguments or result: name, signature, envelope fields
 PACKET_ROOM = 1024
+# the largest answer a server puts in one packet, whatever a caller asks for
+LOCAL_ANSWER_MAX = T.MAX_LOCAL_PACKET_SIZE - PACKET_ROOM
 
 
 def session_name(sid: bytes) -> bytes:
@@ -282,4 +284,4 @@ def read_session_params(params: Buffer, function: str) -> tuple[bytes, bool, int
     except (DecodeError, KeyError, TypeError) as exc:
         raise BadArguments(f"unreadable session call: {exc}", function) from None
     # what a packet can hold at most, whatever the caller asks
-    return payload, bool(private), min(limit, T.MAX_LOCAL_PACKET_SIZE - PACKET_ROOM)
+    return payload, bool(private), min(limit, LOCAL_ANSWER_MAX)

@@ -87,6 +87,25 @@ async def test_session_answers_are_kept_out_of_the_server_forwarders_store(line:
     assert len(line.daemons[0].fw.cs) >= 5  # the forwarders further on cache them
 
 
+async def test_a_first_call_carries_large_arguments_and_result_whole_on_a_local_path(
+    line: Line,
+) -> None:
+    # arguments larger than a network packet make the client ask its forwarder about the path
+    # first; on a local one they ride in the credential and the result in the answer: no
+    # argument segments, no thunk (on a network path they would be pulled as segments)
+    server = await line.start_server()
+    client = line.client()
+    blob = os.urandom(64 * 1024)
+    before = interests_at_server(line)
+    assert await client.call(f"{PREFIX}/echo", blob) == blob
+    # the Trigger Interest and the server's Reflexive Interest for the credential, nothing more
+    assert interests_at_server(line) - before == 2
+    assert server.counters["thunked"] == 0 and server.counters["inline"] == 1
+    # and the session the call agreed knows the path: the next call is one Interest
+    assert await client.call(f"{PREFIX}/echo", blob) == blob
+    assert interests_at_server(line) - before == 3 and server.counters["session_calls"] == 1
+
+
 async def test_sessions_off_runs_the_full_exchange_every_time(line: Line) -> None:
     server = await line.start_server()
     client = line.client(sessions=False)
