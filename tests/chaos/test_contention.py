@@ -58,6 +58,19 @@ def test_a_busy_process_ends_by_itself_after_its_life() -> None:
         contention.stop()
 
 
+def test_a_baseline_taken_on_a_busy_start_comes_down_to_the_quiet_time() -> None:
+    import tests.chaos.contention as contention
+
+    true = baseline()
+    saved = contention._baseline
+    contention._baseline = 10 * true  # as if measured while the workers started together
+    try:
+        measure(rounds=15)  # quieter now than ten times the quiet time, whatever runs beside
+        assert baseline() < 10 * true  # (below it even beside a saturated fault test)
+    finally:
+        contention._baseline = min(saved or true, contention._baseline or true)
+
+
 def test_time_scale_grows_with_contention() -> None:
     # against the session's quiet baseline, not a measurement now: under pytest-xdist the
     # other worker's tests may be loading the machine at this moment
