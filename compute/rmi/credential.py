@@ -110,7 +110,7 @@ def check_credential(data: DataView, *, function: str, rnp_key: bytes) -> Creden
             session=bool(fields.get("sess", False)),
             answer_limit=None if fields.get("m") is None else int(fields["m"]),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # (int(inf): Overflow)
         raise BadArguments(f"malformed credential: {exc}", function) from None
     if cred.size < 0 or cred.payload_size < 0 or (cred.answer_limit or 0) < 0:
         raise BadArguments("negative argument or answer size", function)

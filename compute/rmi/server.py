@@ -333,32 +333,16 @@ class RmiServer:
         inline_max = cfg.inline_max
         if cred.answer_limit is not None:  # the caller's path carries answers this large
             inline_max = max(inline_max, min(cred.answer_limit, LOCAL_ANSWER_MAX))
-        content = await self._start_job(
-            spec, args, kwargs, blob, call_key, key, deadline, self.ep.signer, inline_max
-        )
-        return content, deadline, session
-
-    async def _start_job(
-        self,
-        spec: FunctionSpec,
-        args: list[Any],
-        kwargs: dict[str, Any],
-        blob: bytes,
-        call_key: CallKey | None,
-        key: bytes,
-        deadline: float,
-        signer: Signer | None,
-        inline_max: int,
-    ) -> bytes:
-        """:meth:`_begin_job`, awaited: the answer to give."""
-        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[bytes] = loop.create_future()
 
         def give(content: bytes) -> None:
             if not answer.done():
                 answer.set_result(content)
 
-        self._begin_job(spec, args, kwargs, blob, call_key, key, deadline, signer, inline_max, give)
-        return await answer
+        self._begin_job(
+            spec, args, kwargs, blob, call_key, key, deadline, self.ep.signer, inline_max, give
+        )
+        return await answer, deadline, session
 
     def _begin_job(
         self,

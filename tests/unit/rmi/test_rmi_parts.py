@@ -9,7 +9,14 @@ import pytest
 
 from compute.rmi import function
 from compute.rmi.client import split_function
-from compute.rmi.errors import NoSuchFunction, ProtocolError, RemoteError, Unauthorized
+from compute.rmi.credential import build_credential, check_credential
+from compute.rmi.errors import (
+    BadArguments,
+    NoSuchFunction,
+    ProtocolError,
+    RemoteError,
+    Unauthorized,
+)
 from compute.rmi.functions import collect, spec_of
 from compute.rmi.jobs import JobRunner
 from compute.rmi.policy import Caller, allow_keys, from_file, resolve_policy
@@ -26,6 +33,7 @@ from compute.rmi.wire import (
 from icn.errors import ConfigError, DecodeError
 from icn.security.keys import Identity
 from icn.wire.name import from_uri, to_uri
+from icn.wire.packet import parse_data
 from icn.wire.serialize import pack
 
 
@@ -174,3 +182,31 @@ def test_scenario_caller_arguments_are_checked() -> None:
     ):
         with pytest.raises(SystemExit, match=field):
             call_arguments(bad)
+
+
+@pytest.mark.parametrize(
+    ("limit", "ok"),
+    [(4 << 20, True), (None, True), (-1, False), (float("inf"), False), ("big", False)],
+)
+def test_a_credentials_answer_limit_is_checked(limit: object, ok: bool) -> None:
+    # the caller's path limit (field m) sizes the answer: a malformed one is BadArguments
+    # before any work, never an error inside the server
+    name = from_uri("/rnp/hello")
+    wire = build_credential(
+        Identity.generate(),
+        name,
+        function="fn",
+        rnp_key=b"k",
+        ephemeral=b"",
+        private=False,
+        size=1,
+        payload=b"x",
+        inline=True,
+        answer_limit=limit,  # type: ignore[arg-type]
+    )
+    if ok:
+        cred = check_credential(parse_data(wire), function="fn", rnp_key=b"k")
+        assert cred.answer_limit == limit
+    else:
+        with pytest.raises(BadArguments):
+            check_credential(parse_data(wire), function="fn", rnp_key=b"k")
