@@ -89,7 +89,7 @@ class Result:
 
 @dataclass
 class Reference:
-    flat: str  # digest of the sum in worker order (the flat plan's fold)
+    flat: str  # digest of the sum in the plan's order (the flat plan: worker order)
     ring: str  # digest of what ring allreduce computes
     sumsq: float  # and a sample of the sum, for gloo's result (its own order, not the bits)
     sample: list[float]
@@ -147,10 +147,13 @@ class Worker:
                 await asyncio.wait_for(self.proc.wait(), grace)
 
 
-async def start_worker(name: str, argv: list[str], workdir: Path) -> Worker:
+async def start_worker(
+    name: str, argv: list[str], workdir: Path, env: dict[str, str] | None = None
+) -> Worker:
+    """``env`` is added to the worker's environment (by default gloo's connections go over
+    loopback, whatever the host name resolves to)."""
     stderr_path = workdir / f"{name}.err"
-    # gloo's connections on loopback, whatever the host name resolves to
-    env = {**os.environ, **CHILD_ENV, "GLOO_SOCKET_IFNAME": "lo"}
+    env = {**os.environ, **CHILD_ENV, "GLOO_SOCKET_IFNAME": "lo", **(env or {})}
     with open(stderr_path, "wb") as err:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -197,10 +200,11 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
         return float("nan"), float("nan")
 
 
-def references(n: int, sizes: list[int]) -> dict[int, Reference]:
-    """What every worker must get, from the same seeded inputs the workers make."""
+def references(n: int, sizes: list[int], plan: Plan | None = None) -> dict[int, Reference]:
+    """What every worker must get, from the same seeded inputs the workers make; ours folds
+    in ``plan``'s order (default: the flat plan of ``n`` workers)."""
     out: dict[int, Reference] = {}
-    plan = Plan.flat(JOB, [str(i) for i in range(n)])
+    plan = plan or Plan.flat(JOB, [str(i) for i in range(n)])
     for mib in sizes:
         arrays = [make_input(mib, r) for r in range(n)]
         flat = plan.reference(dict(zip(plan.workers, arrays, strict=True)), "sum")

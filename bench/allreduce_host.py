@@ -5,6 +5,10 @@
                   (apps.inproc.attach_endpoint): the in-network mode
   --connect URI   no forwarder: the aggregator alone, over a Unix socket to one (parameter
                   server mode)
+  --config FILE   like --unix, with the forwarder's whole config from FILE (YAML or JSON;
+                  bench/allreduce_net.py: TCP listeners in a network namespace)
+  --plan FILE     the plan (bench.allreduce_worker.plan_json), and --node the aggregator
+                  this process runs; default: the flat plan of --workers, its root
 Prints ``ready face=ID`` on stdout once the aggregator serves /ar/sum (ID is its face in the
 forwarder, whose counters the bench reads), stops on SIGTERM or SIGINT and then prints
 ``aggregator counters: {...}``.  ``--profile FILE`` writes a cProfile of the whole process.
@@ -23,9 +27,9 @@ import sys
 import time
 
 from apps.inproc import attach_endpoint
-from bench.allreduce_worker import JOB, ROOT, run
-from compute.collective import Aggregator, Plan
-from forwarder.config import config_from_dict
+from bench.allreduce_worker import load_plan, run
+from compute.collective import Aggregator
+from forwarder.config import config_from_dict, load_config
 from forwarder.daemon import ForwarderDaemon
 from icn.dataplane.endpoint import Endpoint
 from icn.log import setup_logging
@@ -34,9 +38,12 @@ from icn.log import setup_logging
 async def main(args: argparse.Namespace) -> None:
     daemon: ForwarderDaemon | None = None
     stop = asyncio.Event()
-    if args.unix:
+    if args.unix or args.config:
         setup_logging("info")
-        config = config_from_dict({"listen": {"unix": args.unix}, "log_level": "info"})
+        if args.config:
+            config = load_config(args.config)
+        else:
+            config = config_from_dict({"listen": {"unix": args.unix}, "log_level": "info"})
         daemon = ForwarderDaemon(config)
         await daemon.start()  # SIGTERM and SIGINT now stop the daemon
         ep = attach_endpoint(daemon, label="aggregator")
@@ -45,8 +52,8 @@ async def main(args: argparse.Namespace) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         ep = await Endpoint.connect(args.connect)
-    plan = Plan.flat(JOB, [str(i) for i in range(args.workers)], root=ROOT)
-    agg = Aggregator(plan, ROOT, ep)
+    plan = load_plan(args.plan, args.workers)
+    agg = Aggregator(plan, args.node or plan.root, ep)
     try:
         await agg.start()
         print(f"ready face={ep.face_id}", flush=True)
@@ -68,9 +75,14 @@ if __name__ == "__main__":
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--unix", help="run a forwarder listening on this Unix socket path")
     where.add_argument("--connect", help="forwarder URI to join, e.g. unix:///tmp/fwd.sock")
-    ap.add_argument("--workers", type=int, required=True, help="workers in the flat plan")
+    where.add_argument("--config", help="run a forwarder with this config file (YAML or JSON)")
+    ap.add_argument("--workers", type=int, default=0, help="workers in the flat plan")
+    ap.add_argument("--plan", help="the plan's JSON file instead of the flat plan")
+    ap.add_argument("--node", help="with --plan: the aggregator to run (default: the root)")
     ap.add_argument("--profile", help="write a cProfile of this process to this file")
     args = ap.parse_args()
+    if args.plan is None and args.workers < 1:
+        ap.error("--workers N (the flat plan's size) or --plan FILE is required")
     # CPU time, not wall time: nine processes share two cores, so waits would blur the split
     profiler = cProfile.Profile(time.process_time) if args.profile else None
     if profiler is not None:

@@ -25,9 +25,12 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from compute.collective import Plan
 
 JOB = "/ar"
 ROOT = "ps"  # the aggregator of the flat plan (in-network and parameter-server modes)
@@ -56,6 +59,26 @@ def sample(array: np.ndarray[Any, Any], count: int = 1024) -> list[float]:
     return [float(x) for x in flat[:: max(1, len(flat) // count)][:count]]
 
 
+def load_plan(path: str | None, world: int) -> Plan:
+    """The plan in the JSON file ``path`` (``job``, ``workers``, ``root``, ``children``, as
+    :func:`plan_json` writes it), else the flat plan of ``world`` workers under :data:`ROOT`."""
+    from compute.collective import Plan
+
+    if path is None:
+        return Plan.flat(JOB, [str(i) for i in range(world)], root=ROOT)
+    with open(path) as f:
+        spec = json.load(f)
+    children = {agg: tuple(kids) for agg, kids in spec["children"].items()}
+    return Plan(spec["job"], tuple(spec["workers"]), spec["root"], children)
+
+
+def plan_json(plan: Plan) -> str:
+    """``plan`` as :func:`load_plan` reads it."""
+    children = {agg: list(kids) for agg, kids in plan.children.items()}
+    spec = {"job": plan.job, "workers": list(plan.workers), "root": plan.root}
+    return json.dumps({**spec, "children": children})
+
+
 def run(main: Coroutine[Any, Any, None]) -> None:
     """Run ``main`` on uvloop when installed (as the forwarder does), else asyncio."""
     try:
@@ -75,14 +98,14 @@ def answer(obj: dict[str, Any]) -> None:
 
 
 async def run_ours(args: argparse.Namespace) -> None:
-    from compute.collective import Collective, Plan
+    from compute.collective import Collective
     from icn.dataplane.endpoint import Endpoint
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     ep = await Endpoint.connect(args.connect)
-    plan = Plan.flat(JOB, [str(i) for i in range(args.world)], root=ROOT)
+    plan = load_plan(args.plan, args.world)
     coll = Collective(
         plan,
         str(args.rank),
@@ -205,6 +228,7 @@ if __name__ == "__main__":
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--connect", help="ours: forwarder URI, e.g. unix:///tmp/fwd.sock")
+    ap.add_argument("--plan", help="ours: the plan's JSON file (default: flat, root 'ps')")
     ap.add_argument("--mode", choices=["tree", "ring"], default="tree", help="ours: tree or ring")
     ap.add_argument("--chunk-kib", type=int, default=256, help="ours: KiB per chunk")
     ap.add_argument("--window", type=int, default=16, help="ours: chunks in flight")

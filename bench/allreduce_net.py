@@ -1,0 +1,475 @@
+"""Allreduce where the network is the bottleneck: two racks, rate-limited links, gloo's ring
+against aggregation in the forwarders, in the same namespaces over the same links (root only).
+
+Topology (network namespaces this benchmark creates and removes, through the netns backend of
+the scenario launcher, so ``icn scenario clean`` also removes what a killed run left):
+
+        w0 w1 w2 w3         w4 w5 w6 w7        each worker: its own namespace and link
+         \\ \\ / /           \\ \\ / /         (a veth pair) to its rack
+            ra ------ spine ------ rb            each rack: one uplink to the spine
+
+Every link is shaped in both directions with ``tc qdisc ... tbf`` at each rate of ``--mbit`` in
+turn (uplinks at ``--uplink-ratio`` times that, by default the same rate: 4:1 oversubscribed,
+four workers behind each uplink).
+The racks and the spine route IP between the namespaces, so both peers cross the same links:
+
+  gloo:        torch.distributed's gloo ring allreduce over TCP between the worker namespaces
+               (ranks 0-3 in rack ra, 4-7 in rb: the ring crosses each uplink once each way)
+  in-network:  a forwarder in each rack and in the spine (TCP faces over the links), each with
+               an aggregator in its process (bench/allreduce_host.py --config): the racks sum
+               their workers' chunks and the spine sums the racks' partials; every worker
+               asks its rack for the sum, whose Interests meet in the rack's PIT, so one copy
+               of each sum chunk crosses each uplink
+
+Each mode: a warm-up, then --repeat timed allreduces, each after a barrier; a round counts its
+slowest worker, the table shows the median round.  Every result is checked (ours bit for bit
+against numpy's sum in the plan's order; gloo's against the same sum, sampled, to 1e-4).
+Bytes per uplink are read from the rack end's interface counters around the timed rounds
+(up: sent by the rack, down: received), both racks averaged; CPU per process from /proc.
+
+Run (root): .venv/bin/python bench/allreduce_net.py [--sizes 4,16] [--mbit 25,100] [--repeat 2]
+The last line is the geometric mean over the sizes at the first rate.
+The gloo peer needs torch: pip install -e .[bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import ipaddress
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
+    sys.path.insert(0, str(ROOT))
+
+from apps.procs import Child, ProcessGroup  # noqa: E402
+from apps.scenario.netns import NetnsBackend  # noqa: E402
+from apps.scenario.runs import run_command  # noqa: E402
+from apps.scenario.schema import LinkSpec, NodeSpec, Scenario  # noqa: E402
+from bench.allreduce import (  # noqa: E402
+    CHILD_ENV,
+    BenchError,
+    Reference,
+    Worker,
+    all_request,
+    check,
+    cpu_seconds,
+    references,
+    start_worker,
+)
+from bench.allreduce_worker import JOB, MiB, plan_json, run  # noqa: E402
+from compute.collective import Plan  # noqa: E402
+from icn.dataplane import mgmt_client  # noqa: E402
+from icn.dataplane.endpoint import Endpoint  # noqa: E402
+
+RACKS = ("ra", "rb")
+SPINE = "spine"
+PORT = 6363  # the forwarders' TCP port in every namespace
+GLOO_PORT = 29500
+MODES = ("gloo", "in-network")
+
+
+@dataclass
+class Fabric:
+    """The namespaces, links, IP routes and shaping of one run."""
+
+    per_rack: int
+    uplink_ratio: float
+    run_dir: Path
+    backend: NetnsBackend = field(init=False)
+    scenario: Scenario = field(init=False)
+
+    def __post_init__(self) -> None:
+        nodes = [SPINE, *RACKS, *self.workers()]
+        links = [LinkSpec(between=(w, self.rack_of(w)), transport="tcp") for w in self.workers()]
+        links += [LinkSpec(between=(rack, SPINE), transport="tcp") for rack in RACKS]
+        self.scenario = Scenario(
+            name="allreduce-net",
+            backend="netns",
+            nodes={n: NodeSpec() for n in nodes},
+            links=links,
+        )
+        self.backend = NetnsBackend(self.scenario, secrets.token_hex(3), self.run_dir)
+
+    # ---- naming ----------------------------------------------------------------------------
+
+    def workers(self) -> list[str]:
+        return [f"w{i}" for i in range(self.per_rack * len(RACKS))]
+
+    def rack_of(self, worker: str) -> str:
+        return RACKS[int(worker[1:]) // self.per_rack]
+
+    def link(self, a: str, b: str) -> LinkSpec:
+        link = self.scenario.link_between(a, b)
+        assert link is not None, (a, b)
+        return link
+
+    def addr(self, node: str, toward: str) -> str:
+        """``node``'s address on its link to ``toward``."""
+        return self.backend.address_on(self.link(node, toward), node)
+
+    def ifname(self, node: str, toward: str) -> str:
+        return self.backend.interface_on(self.link(node, toward), node)
+
+    def ns(self, node: str) -> str:
+        return self.backend.namespaces[node]
+
+    def network(self) -> str:
+        """The /16 every link's /30 lies in."""
+        first = self.backend.addresses[0][0]
+        return str(ipaddress.ip_network(f"{first}/16", strict=False))
+
+    # ---- life ------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        if shutil.which("tc") is None:
+            raise BenchError("tc (iproute2) is needed to shape the links: apt-get install iproute2")
+        self.backend.setup()
+        for node in (SPINE, *RACKS):
+            sysctl = ["sysctl", "-qw", "net.ipv4.ip_forward=1"]
+            run_command(["ip", "netns", "exec", self.ns(node), *sysctl])
+        for w in self.workers():
+            rack = self.rack_of(w)
+            gateway = self.addr(rack, w)
+            run_command(["ip", "-n", self.ns(w), "route", "add", "default", "via", gateway])
+            subnet = ipaddress.ip_interface(f"{self.addr(w, rack)}/30").network
+            via = self.addr(rack, SPINE)
+            run_command(["ip", "-n", self.ns(SPINE), "route", "add", str(subnet), "via", via])
+        for rack in RACKS:
+            via = self.addr(SPINE, rack)
+            run_command(["ip", "-n", self.ns(rack), "route", "add", "default", "via", via])
+
+    def shape_links(self, mbit: float) -> None:
+        """Worker links at ``mbit``, uplinks at ``uplink_ratio`` times that, both directions."""
+        for link in self.scenario.links:
+            a, b = link.between
+            rate = mbit * self.uplink_ratio if SPINE in link.between else mbit
+            for node, peer in ((a, b), (b, a)):
+                self.shape(node, self.ifname(node, peer), rate)
+
+    def shape(self, node: str, ifname: str, mbit: float) -> None:
+        # a token bucket of 2 ms of the rate (at least 32 KiB, more than one TSO burst of a
+        # veth); packets wait at most 50 ms in its queue, then are dropped as on a real link
+        burst = max(32 << 10, int(mbit * 1e6 / 8 * 0.002))
+        tbf = ["tbf", "rate", f"{mbit}mbit", "burst", str(burst), "latency", "50ms"]
+        run_command(["tc", "-n", self.ns(node), "qdisc", "replace", "dev", ifname, "root", *tbf])
+
+    def teardown(self) -> None:
+        self.backend.teardown()
+
+    def argv(self, node: str, argv: list[str]) -> list[str]:
+        return self.backend.argv_for(node, argv)
+
+    def uplink_bytes(self) -> dict[str, tuple[int, int]]:
+        """Per rack: bytes its uplink's rack end has sent (up) and received (down)."""
+        out = {}
+        for rack in RACKS:
+            dev = self.ifname(rack, SPINE)
+            text = run_command(["ip", "-n", self.ns(rack), "-j", "-s", "link", "show", "dev", dev])
+            stats = json.loads(text)[0]["stats64"]
+            out[rack] = (int(stats["tx"]["bytes"]), int(stats["rx"]["bytes"]))
+        return out
+
+
+def tree_plan(fabric: Fabric) -> Plan:
+    """Rack aggregators over their workers, the spine over the racks (workers named by rank)."""
+    ranks = [w[1:] for w in fabric.workers()]
+    children: dict[str, tuple[str, ...]] = {SPINE: RACKS}
+    for rack in RACKS:
+        children[rack] = tuple(w[1:] for w in fabric.workers() if fabric.rack_of(w) == rack)
+    return Plan(JOB, tuple(ranks), SPINE, children)
+
+
+@dataclass
+class Cell:
+    rounds: list[float]
+    up: float  # bytes per allreduce per uplink, rack to spine (both racks averaged)
+    down: float
+    cpu: dict[str, float]  # CPU seconds per allreduce: forwarders, workers
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(self.rounds)
+
+
+async def start_forwarders(
+    fabric: Fabric, plan: Plan, group: ProcessGroup, workdir: Path, profile: Path | None
+) -> dict[str, Child]:
+    """A forwarder with its aggregator in the spine and in each rack, faces and routes up."""
+    plan_path = workdir / "plan.json"
+    plan_path.write_text(plan_json(plan))
+    hosts: dict[str, Child] = {}
+    socks: dict[str, Path] = {}
+    for node in (SPINE, *RACKS):
+        socks[node] = fabric.backend.unix_socket(node)
+        config = {
+            "listen": {"tcp": [f"0.0.0.0:{PORT}"], "unix": str(socks[node])},
+            # the workers register their prefixes from their namespaces
+            "local_networks": ["127.0.0.0/8", fabric.network()],
+            "log_level": "info",
+        }
+        path = workdir / f"{node}.json"
+        path.write_text(json.dumps(config))
+        argv = [sys.executable, "-m", "bench.allreduce_host", "--config", str(path)]
+        argv += ["--plan", str(plan_path), "--node", node]
+        if profile is not None and node == RACKS[0]:
+            argv += ["--profile", str(profile / f"fwd-{node}.prof")]
+        hosts[node] = group.start(node, fabric.argv(node, argv), CHILD_ENV)
+    for child in hosts.values():
+        child.wait_for("ready face=", timeout=30, stream="stdout")
+    eps = {node: await Endpoint.connect(f"unix://{sock}") for node, sock in socks.items()}
+    try:
+        for rack in RACKS:
+            # the rack's Interests for the sum go up; the spine's for the rack's partial come
+            # down: one TCP connection each way, each made by the side that sends Interests
+            up = await face_to(eps[rack], fabric.addr(SPINE, rack))
+            await mgmt_client.command(eps[rack], "rib", "register", name=f"{JOB}/sum", face_id=up)
+            down = await face_to(eps[SPINE], fabric.addr(rack, SPINE))
+            prefix = f"{JOB}/agg/{rack}"
+            await mgmt_client.command(eps[SPINE], "rib", "register", name=prefix, face_id=down)
+    finally:
+        for ep in eps.values():
+            ep.close()
+    return hosts
+
+
+async def face_to(ep: Endpoint, addr: str) -> int:
+    body = await mgmt_client.command(ep, "faces", "create", uri=f"tcp4://{addr}:{PORT}")
+    return int(body["face_id"])
+
+
+async def run_mode(
+    mode: str,
+    fabric: Fabric,
+    plan: Plan,
+    refs: dict[int, Reference],
+    args: argparse.Namespace,
+    workdir: Path,
+) -> dict[int, Cell]:
+    d = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=workdir))
+    group = ProcessGroup(d)
+    workers: list[Worker] = []
+    try:
+        hosts: dict[str, Child] = {}
+        n = len(fabric.workers())
+        base = [sys.executable, "-m", "bench.allreduce_worker", "--world", str(n)]
+        base += ["--deadline", str(args.timeout)]
+        if mode == "in-network":
+            profile = Path(args.profile).resolve() if args.profile else None
+            hosts = await start_forwarders(fabric, plan, group, d, profile)
+            base += ["--plan", str(d / "plan.json"), "--chunk-kib", str(args.chunk_kib)]
+            base += ["--window", str(args.window)]
+        for rank, w in enumerate(fabric.workers()):
+            rack = fabric.rack_of(w)
+            env: dict[str, str] = {}
+            if mode == "gloo":
+                init = f"tcp://{fabric.addr('w0', fabric.rack_of('w0'))}:{GLOO_PORT}"
+                argv = [*base, "--rank", str(rank), "--init", init, "gloo"]
+                env["GLOO_SOCKET_IFNAME"] = fabric.ifname(w, rack)
+            else:
+                uri = f"tcp4://{fabric.addr(rack, w)}:{PORT}"
+                argv = [*base, "--rank", str(rank), "--connect", uri, "ours"]
+                if args.profile and rank == 0:
+                    argv[-1:-1] = ["--profile", str(Path(args.profile).resolve() / "w0.prof")]
+            workers.append(await start_worker(f"{mode}-{w}", fabric.argv(w, argv), d, env))
+        await asyncio.gather(*(w.recv(args.timeout) for w in workers))
+        pids = {f"fwd-{node}": child.pid for node, child in hosts.items()}
+        cells = {}
+        for mib in args.sizes:
+            cells[mib] = await measure(mode, mib, fabric, workers, pids, refs[mib], args)
+        await all_request(workers, {"cmd": "quit"}, args.timeout)
+        return cells
+    finally:
+        await asyncio.gather(*(w.stop() for w in workers), return_exceptions=True)
+        group.stop_all()
+        if args.keep:
+            print(f"  logs kept in {d}", file=sys.stderr)
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+async def measure(
+    mode: str,
+    mib: int,
+    fabric: Fabric,
+    workers: list[Worker],
+    pids: dict[str, int],
+    ref: Reference,
+    args: argparse.Namespace,
+) -> Cell:
+    check(mode, mib, ref, await all_request(workers, {"cmd": "warm", "mib": mib}, args.timeout))
+    link0 = fabric.uplink_bytes()
+    cpu0 = {role: sum(cpu_seconds(pid)) for role, pid in pids.items()}
+    replies = await all_request(workers, {"cmd": "time", "repeat": args.repeat}, args.timeout)
+    cpu1 = {role: sum(cpu_seconds(pid)) for role, pid in pids.items()}
+    link1 = fabric.uplink_bytes()
+    check(mode, mib, ref, replies)
+    rounds = [max(t) for t in zip(*(r["times"] for r in replies), strict=True)]
+    up = statistics.mean(link1[r][0] - link0[r][0] for r in RACKS) / args.repeat
+    down = statistics.mean(link1[r][1] - link0[r][1] for r in RACKS) / args.repeat
+    cpu = {"fwd": sum(cpu1[k] - cpu0[k] for k in pids) / args.repeat}
+    cpu["workers"] = sum(r["cpu"] for r in replies) / args.repeat
+    cell = Cell(rounds, up, down, cpu)
+    print(
+        f"  {mib} MiB {mode}: {cell.seconds:.2f} s (rounds: "
+        f"{', '.join(f'{t:.2f}' for t in rounds)}), uplink up {up / MiB:.1f} MiB down "
+        f"{down / MiB:.1f} MiB",
+        file=sys.stderr,
+        flush=True,
+    )
+    return cell
+
+
+def print_table(cells: dict[tuple[float, int], dict[str, Cell]]) -> None:
+    head = (
+        f"{'Mbit/s':>6} {'size':>6}  {'mode':<10} | {'s':>6} {'/ gloo':>6} | "
+        f"{'uplink MiB: up':>14} {'down':>5} | {'cpu s: fwd':>10} {'workers':>7}"
+    )
+    print(head)
+    print("-" * len(head))
+    for (mbit, mib), row in cells.items():
+        gloo = row.get("gloo")
+        for mode in MODES:
+            c = row.get(mode)
+            if c is None:
+                continue
+            ratio = f"{c.seconds / gloo.seconds:>6.2f}" if gloo and mode != "gloo" else " " * 6
+            fwd = f"{c.cpu['fwd']:.2f}" if mode != "gloo" else "-"
+            print(
+                f"{mbit:>6g} {f'{mib} MiB':>6}  {mode:<10} | {c.seconds:>6.2f} {ratio} | "
+                f"{c.up / MiB:>14.1f} {c.down / MiB:>5.1f} | {fwd:>10} {c.cpu['workers']:>7.2f}"
+            )
+    print(
+        "Mbit/s: each worker link's rate; s: median over rounds of the slowest worker's time;\n"
+        "  / gloo: time ratio, below 1 favours ours\n"
+        "uplink MiB: bytes per allreduce on a rack's uplink (IP and TCP headers included),\n"
+        "  from the rack end's interface counters, both racks averaged\n"
+        "cpu s: CPU time per allreduce of the three forwarders (aggregators in them) and of\n"
+        "  all workers' allreduce calls"
+    )
+
+
+async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    plan = tree_plan(fabric)
+    n = len(plan.workers)
+    started = time.monotonic()
+    refs = references(n, args.sizes, plan)
+    fabric.setup()
+    cells: dict[tuple[float, int], dict[str, Cell]] = {}
+    for mbit in args.mbit:
+        fabric.shape_links(mbit)
+        for mode in args.modes:
+            for mib, cell in (await run_mode(mode, fabric, plan, refs, args, workdir)).items():
+                cells.setdefault((mbit, mib), {})[mode] = cell
+    peer = ""
+    if "gloo" in args.modes:
+        import torch
+
+        peer = f", torch {torch.__version__}"
+    over = args.per_rack / args.uplink_ratio
+    print(
+        f"allreduce (sum) of float32 among {n} workers in 2 racks, Python "
+        f"{platform.python_version()}, {os.cpu_count()} cores{peer}\n"
+        f"links: tc tbf in both directions, uplinks at {args.uplink_ratio:g}x a worker link's "
+        f"rate ({over:g}:1 oversubscribed)\n"
+        f"ours: TCP faces, chunks of {args.chunk_kib} KiB, window {args.window}, an aggregator "
+        f"in each forwarder; gloo: its ring over TCP\n"
+        f"1 warm-up and {args.repeat} timed allreduces per cell, all verified; run took "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    print_table(cells)
+    first = args.mbit[0]
+    ratios = [
+        row["in-network"].seconds / row["gloo"].seconds
+        for (mbit, _), row in cells.items()
+        if mbit == first and len(row) == 2
+    ]
+    if ratios:
+        ratio = statistics.geometric_mean(ratios)
+        print(f"net: ours/gloo time ratio: {ratio:.2f} (at {first:g} Mbit/s)")
+
+
+def parse_rates(text: str) -> list[float]:
+    try:
+        rates = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        rates = []
+    if not rates or min(rates) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: write rates in Mbit/s separated by commas")
+    return rates
+
+
+def parse_ints(text: str) -> list[int]:
+    from bench.allreduce import parse_ints as ints
+
+    return ints(text)
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        raise argparse.ArgumentTypeError(f"{text!r}: choose among {','.join(MODES)}")
+    return modes
+
+
+def preflight(modes: list[str]) -> Iterator[str]:
+    """What this machine lacks for the benchmark, as messages naming the fix."""
+    if os.geteuid() != 0:
+        yield "run as root: the benchmark creates network namespaces and shapes veth links"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            yield f"the '{tool}' command is missing: apt-get install iproute2"
+    if "gloo" in modes and importlib.util.find_spec("torch") is None:
+        yield "the gloo peer needs torch: pip install -e .[bench] (or --modes in-network)"
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sizes", type=parse_ints, default=[4, 16], help="MiB of float32")
+    ap.add_argument("--mbit", type=parse_rates, default=[25.0], help="worker link rates, Mbit/s")
+    ap.add_argument("--uplink-ratio", type=float, default=1.0, help="uplink rate / worker link")
+    ap.add_argument("--per-rack", type=int, default=4, help="workers per rack")
+    ap.add_argument("--repeat", type=int, default=2, help="timed allreduces per cell")
+    ap.add_argument("--chunk-kib", type=int, default=8, help="ours: KiB per chunk (one packet)")
+    ap.add_argument("--window", type=int, default=64, help="ours: chunks in flight per worker")
+    ap.add_argument("--modes", type=parse_modes, default=list(MODES), help=",".join(MODES))
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command at most")
+    ap.add_argument("--keep", action="store_true", help="keep the processes' logs")
+    ap.add_argument("--profile", help="directory for cProfiles of rack ra's forwarder and w0")
+    args = ap.parse_args()
+    if args.uplink_ratio <= 0:
+        ap.error("--uplink-ratio: must be positive, e.g. 1 (uplink as fast as a worker link)")
+    missing = list(preflight(args.modes))
+    if missing:
+        sys.exit("cannot run:\n  " + "\n  ".join(missing))
+    workdir = Path(tempfile.mkdtemp(prefix="icn-bench-allreduce-net-"))
+    fabric = Fabric(args.per_rack, args.uplink_ratio, workdir)
+    # SIGTERM like ^C: every exit path below tears the namespaces down
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        run(main(args, fabric, workdir))
+    except BenchError as exc:
+        sys.exit(f"FAILED: {exc}")
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        sys.exit("interrupted; processes stopped, namespaces and temporary files removed")
+    finally:
+        fabric.teardown()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)

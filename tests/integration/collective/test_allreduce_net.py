@@ -1,0 +1,104 @@
+"""bench/allreduce_net.py on the real kernel: its racks and spine aggregate, one copy of the sum
+crosses each uplink, and its namespaces and processes are gone after the run, also when it is
+stopped halfway.
+
+Needs root and iproute2 (CI has both; skipped otherwise).  Only the in-network mode runs (the
+gloo peer needs torch, which the test install leaves out), two workers per rack, 1 MiB on fast
+links: this checks the wiring, not the figures.  The bench's temporary directory is put under
+this test's own (TMPDIR), so its processes are found by that path and no one else's are touched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from apps.scenario.runs import list_namespaces
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
+    reason="bench/allreduce_net.py needs root, ip and tc (iproute2)",
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+ARGS = ["--modes", "in-network", "--per-rack", "2", "--sizes", "1", "--repeat", "1"]
+ARGS += ["--mbit", "400", "--window", "32"]
+
+
+def bench(workdir: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "TMPDIR": str(workdir), "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, str(ROOT / "bench" / "allreduce_net.py"), *ARGS, *extra]
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def ours(workdir: Path) -> list[int]:
+    """PIDs of processes whose command line names this test's directory (the bench's
+    forwarders and workers carry paths under it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(workdir).encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_racks_aggregate_and_one_sum_crosses_each_uplink(workdir: Path) -> None:
+    before = set(list_namespaces())
+    proc = bench(workdir)
+    try:
+        out, _ = proc.communicate(timeout=150)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0, out
+    # every result was checked bit for bit by the bench (a wrong one fails the run)
+    row = re.search(r"^\s*400 +1 MiB +in-network \| +[\d.]+ +\| +([\d.]+) +([\d.]+) \|", out, re.M)
+    assert row is not None, out
+    up, down = float(row.group(1)), float(row.group(2))
+    # a rack sends its partial sum up and gets the sum down once, whatever its worker count:
+    # 1 MiB each way plus headers, Interests and the barrier (gloo's ring would carry 1.75 MiB)
+    assert 1.0 <= up < 1.4 and 1.0 <= down < 1.4, out
+    assert set(list_namespaces()) <= before, "the bench left namespaces behind"
+    assert not ours(workdir)
+
+
+def test_stopped_halfway_it_removes_namespaces_and_processes(workdir: Path) -> None:
+    before = set(list_namespaces())
+    proc = bench(workdir, "--repeat", "50")
+    try:
+        deadline = time.monotonic() + 60
+        # wait for the forwarders and workers (with their paths under workdir) to run
+        while len(ours(workdir)) < 7 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert len(ours(workdir)) >= 7, "the bench's processes did not start"
+        assert set(list_namespaces()) - before, "the bench made no namespaces"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    assert "interrupted" in out, out
+    assert set(list_namespaces()) <= before, "namespaces left behind"
+    deadline = time.monotonic() + 10
+    while ours(workdir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ours(workdir), "processes left behind"
