@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from forwarder.face.link_settings import ShaperConfig
 from icn.errors import ConfigError
+from icn.wire import tlv_types as T
 from icn.wire.name import from_uri
 
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -158,6 +159,14 @@ class ForwarderConfig(_Strict):
     default_strategy: str = "best-route"
     strategies: list[StrategyConfig] = Field(default_factory=list)
     tick_ms: int = Field(20, ge=1, le=1000, description="period of the PIT expiry timer")
+    tcp_max_packet: int = Field(
+        T.MAX_PACKET_SIZE,
+        ge=T.MAX_PACKET_SIZE,
+        le=T.MAX_LOCAL_PACKET_SIZE,
+        description="largest packet on TCP faces, listened or created: NDN's 8800 (what NFD "
+        "and python-ndn accept); larger, like jumbo frames, only where every TCP peer is set "
+        "alike (a peer closes a connection that brings a packet over its own limit)",
+    )
     local_networks: list[str] = Field(
         default_factory=lambda: ["127.0.0.0/8", "::1/128"],
         description="IP networks whose UDP/TCP peers get local scope (/localhost, management)",

@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from forwarder.face.face import Face
-from forwarder.face.stream import StreamListener, connect_stream
+from forwarder.face.stream import DEFAULT_SEND_LIMIT, StreamListener, connect_stream
 from forwarder.face.udp import UdpListener, connect_udp
 from forwarder.face.uri import FaceUri, IpNetwork, in_networks, parse_face_uri, peer_host
 from forwarder.face_api import Counters, PacketSink
 from icn.errors import FaceError
+from icn.wire import tlv_types as T
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,12 @@ class FaceTable:
         on_face_closed: Callable[[int], object] | None = None,
         on_face_added: Callable[[Face], object] | None = None,
         local_networks: tuple[IpNetwork, ...] | None = None,
+        tcp_max_packet: int = T.MAX_PACKET_SIZE,
     ) -> None:
         self.counters = counters
+        # the largest packet TCP faces carry (the daemon's ``tcp_max_packet``): NDN's 8800
+        # unless every TCP peer is configured alike
+        self.tcp_max_packet = tcp_max_packet
         # IP peers inside these networks get local scope (/localhost traffic, management);
         # None keeps the transports' own rule (loopback only).
         self.local_networks = local_networks
@@ -132,6 +137,7 @@ class FaceTable:
         if target.is_udp:
             listener = UdpListener(target, counters=self.counters, on_face=self.add, **options)
         elif target.is_tcp or target.scheme == "unix":
+            options = self._tcp_limits(target, options)
             listener = StreamListener(target, counters=self.counters, on_face=self.add, **options)
         else:
             raise FaceError(f"cannot listen on {target}: use udp4://, tcp4:// or unix://")
@@ -156,8 +162,18 @@ class FaceTable:
                     return await listener.connect(target)
             return await connect_udp(target, counters=self.counters, on_face=self.add, **options)
         if target.is_tcp or target.scheme == "unix":
+            options = self._tcp_limits(target, options)
             return await connect_stream(target, counters=self.counters, on_face=self.add, **options)
         raise FaceError(f"cannot connect to {target}: use udp4://, tcp4:// or unix://")
+
+    def _tcp_limits(self, target: FaceUri, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` with the frame and send-queue limits of a TCP face carrying
+        ``tcp_max_packet``: a queue of at least four of the largest frames, as on Unix faces."""
+        if not target.is_tcp or self.tcp_max_packet <= T.MAX_PACKET_SIZE:
+            return options
+        frame = self.tcp_max_packet + T.LP_HEADER_ROOM
+        limits = {"max_frame": frame, "send_limit": max(DEFAULT_SEND_LIMIT, 4 * frame)}
+        return {**limits, **options}
 
     def close(self) -> None:
         """Stop the listeners and close every face (``on_face_closed`` runs for each)."""

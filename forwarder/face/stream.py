@@ -11,9 +11,10 @@ never block: beyond
 ``send_limit`` bytes waiting in the socket buffer, packets are dropped and counted.
 
 Unix sockets are local faces: they carry packets up to ``MAX_LOCAL_PACKET_SIZE`` (4 MiB) and
-queue more.  TCP is a network face and keeps NDN's 8800 bytes.  The face's link service drops
-(``face.drop_oversize``) a packet over its transport's limit instead of sending it: the peer,
-with the same limit, would close the connection on it.
+queue more.  TCP is a network face and keeps NDN's 8800 bytes, unless the daemon's
+``tcp_max_packet`` raises it for a fabric whose TCP peers are all set alike.  The face's link
+service drops (``face.drop_oversize``) a packet over its transport's limit instead of sending
+it: the peer, with the same limit, would close the connection on it.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from forwarder.face.stream import MAX_FRAME_SIZE, MAX_LOCAL_FRAME_SIZE
 from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content, fetch_segments
-from icn.errors import InterestTimeout
+from icn.errors import ConfigError, InterestTimeout
 from icn.wire import tlv_types as T
 from icn.wire.encode import DataParts, make_data
 from icn.wire.name import from_uri
@@ -222,3 +222,30 @@ async def test_network_faces_still_refuse_larger_packets_received(fwd: Forwarder
         await wait_until(lambda: fwd.counters["face.oversize"] == 2)
     finally:
         peer.close()
+
+
+async def test_tcp_faces_carry_larger_packets_where_tcp_max_packet_allows(
+    workdir: Path, endpoints: list[Endpoint]
+) -> None:
+    """``tcp_max_packet`` (jumbo packets on TCP, every peer set alike): a Data of that size
+    reaches a consumer over TCP, one over the new limit is still dropped and counted."""
+    listen = {"unix": str(workdir / "jumbo.sock"), "tcp": ["127.0.0.1:0"]}
+    daemon = ForwarderDaemon(config_from_dict({"listen": listen, "tcp_max_packet": 60000}))
+    await daemon.start()
+    try:
+        producer = await open_ep(daemon, "unix", endpoints)
+        consumer = await open_ep(daemon, "tcp", endpoints)
+        await producer.serve("/big", sized_producer([]))
+        got = await consumer.express("/big/60000/a", timeout=5, retries=0)
+        assert len(got.wire) == 60000
+        with pytest.raises(InterestTimeout):
+            await consumer.express("/big/60001/b", lifetime_ms=300, retries=0)
+        assert daemon.counters["face.drop_oversize"] == 1
+    finally:
+        await daemon.stop()
+
+
+def test_tcp_max_packet_outside_its_range_names_the_field() -> None:
+    for value in (T.MAX_PACKET_SIZE - 1, T.MAX_LOCAL_PACKET_SIZE + 1):
+        with pytest.raises(ConfigError, match="tcp_max_packet"):
+            config_from_dict({"tcp_max_packet": value})
