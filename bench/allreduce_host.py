@@ -8,7 +8,8 @@
   --config FILE   like --unix, with the forwarder's whole config from FILE (YAML or JSON;
                   bench/allreduce_net.py: TCP listeners in a network namespace)
   --plan FILE     the plan (bench.allreduce_worker.plan_json), and --node the aggregator
-                  this process runs; default: the flat plan of --workers, its root
+                  this process runs; default: the flat plan of --workers, its root.  Given
+                  more than once: an aggregator for each plan (jobs sharing the process)
 Prints ``ready face=ID`` on stdout once the aggregator serves /ar/sum (ID is its face in the
 forwarder, whose counters the bench reads), stops on SIGTERM or SIGINT and then prints
 ``aggregator counters: {...}``.  ``--profile FILE`` writes a cProfile of the whole process.
@@ -52,10 +53,17 @@ async def main(args: argparse.Namespace) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         ep = await Endpoint.connect(args.connect)
-    plan = load_plan(args.plan, args.workers)
-    agg = Aggregator(plan, args.node or plan.root, ep)
+    plans = [load_plan(path, args.workers) for path in args.plan or [None]]
+    node = args.node
+    options = {
+        "lifetime_ms": args.lifetime_ms,
+        "member_timeout": args.member_timeout,
+        "bypass_after": args.bypass_after,
+    }
+    aggs = [Aggregator(p, node or p.root, ep, **options) for p in plans]
     try:
-        await agg.start()
+        for agg in aggs:
+            await agg.start()
         print(f"ready face={ep.face_id}", flush=True)
         stopped = daemon.wait_stopped() if daemon else stop.wait()
         waits = {asyncio.ensure_future(ep.wait_closed()), asyncio.ensure_future(stopped)}
@@ -63,8 +71,9 @@ async def main(args: argparse.Namespace) -> None:
         for task in pending:
             task.cancel()
     finally:
-        print("aggregator counters: " + json.dumps(agg.stats(), sort_keys=True), flush=True)
-        await agg.close()
+        for agg in aggs:
+            print("aggregator counters: " + json.dumps(agg.stats(), sort_keys=True), flush=True)
+            await agg.close()
         ep.close()
         if daemon is not None:
             await daemon.stop()
@@ -77,8 +86,20 @@ if __name__ == "__main__":
     where.add_argument("--connect", help="forwarder URI to join, e.g. unix:///tmp/fwd.sock")
     where.add_argument("--config", help="run a forwarder with this config file (YAML or JSON)")
     ap.add_argument("--workers", type=int, default=0, help="workers in the flat plan")
-    ap.add_argument("--plan", help="the plan's JSON file instead of the flat plan")
+    ap.add_argument(
+        "--plan", action="append", help="the plan's JSON file instead of the flat plan (repeatable)"
+    )
     ap.add_argument("--node", help="with --plan: the aggregator to run (default: the root)")
+    ap.add_argument("--lifetime-ms", type=int, default=1000, help="its pulls' Interest lifetime")
+    ap.add_argument(
+        "--member-timeout", type=float, default=30.0, help="seconds a child may keep it waiting"
+    )
+    ap.add_argument(
+        "--bypass-after",
+        type=float,
+        default=2.0,
+        help="seconds before a silent child aggregator is bypassed",
+    )
     ap.add_argument("--profile", help="write a cProfile of this process to this file")
     args = ap.parse_args()
     if args.plan is None and args.workers < 1:

@@ -19,7 +19,12 @@ The racks and the spine route IP between the namespaces, so both peers cross the
                an aggregator in its process (bench/allreduce_host.py --config): the racks sum
                their workers' chunks and the spine sums the racks' partials; every worker
                asks its rack for the sum, whose Interests meet in the rack's PIT, so one copy
-               of each sum chunk crosses each uplink
+               of each sum chunk crosses each uplink.  A chunk is one packet; above 8 KiB the
+               forwarders' ``tcp_max_packet`` lets TCP faces carry it (jumbo packets: every
+               forwarder of this fabric is set alike), as gloo's TCP carries any message size
+  two-jobs:    two in-network jobs at once (names /ar and /ar2, a worker of each in every
+               worker namespace) sharing the aggregators' processes and the links; each job's
+               time is compared with in-network's, alone
 
 Each mode: a warm-up, then --repeat timed allreduces, each after a barrier; a round counts its
 slowest worker, the table shows the median round.  Every result is checked (ours bit for bit
@@ -28,6 +33,7 @@ Bytes per uplink are read from the rack end's interface counters around the time
 (up: sent by the rack, down: received), both racks averaged; CPU per process from /proc.
 
 Run (root): .venv/bin/python bench/allreduce_net.py [--sizes 4,16] [--mbit 25,100] [--repeat 2]
+     [--modes gloo,in-network,two-jobs]
 The last line is the geometric mean over the sizes at the first rate.
 The gloo peer needs torch: pip install -e .[bench]
 """
@@ -51,6 +57,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
@@ -75,12 +82,14 @@ from bench.allreduce_worker import JOB, MiB, plan_json, run  # noqa: E402
 from compute.collective import Plan  # noqa: E402
 from icn.dataplane import mgmt_client  # noqa: E402
 from icn.dataplane.endpoint import Endpoint  # noqa: E402
+from icn.wire import tlv_types as T  # noqa: E402
 
 RACKS = ("ra", "rb")
 SPINE = "spine"
 PORT = 6363  # the forwarders' TCP port in every namespace
 GLOO_PORT = 29500
-MODES = ("gloo", "in-network")
+TWO_JOBS = "two-jobs"
+MODES = ("gloo", "in-network", TWO_JOBS)
 
 
 @dataclass
@@ -185,21 +194,22 @@ class Fabric:
         return out
 
 
-def tree_plan(fabric: Fabric) -> Plan:
+def tree_plan(fabric: Fabric, job: str = JOB) -> Plan:
     """Rack aggregators over their workers, the spine over the racks (workers named by rank)."""
     ranks = [w[1:] for w in fabric.workers()]
     children: dict[str, tuple[str, ...]] = {SPINE: RACKS}
     for rack in RACKS:
         children[rack] = tuple(w[1:] for w in fabric.workers() if fabric.rack_of(w) == rack)
-    return Plan(JOB, tuple(ranks), SPINE, children)
+    return Plan(job, tuple(ranks), SPINE, children)
 
 
 @dataclass
 class Cell:
-    rounds: list[float]
-    up: float  # bytes per allreduce per uplink, rack to spine (both racks averaged)
+    rounds: list[float]  # per timed round, the slowest worker's time (of any job)
+    up: float  # bytes per round per uplink, rack to spine (both racks averaged)
     down: float
-    cpu: dict[str, float]  # CPU seconds per allreduce: forwarders, workers
+    cpu: dict[str, float]  # CPU seconds per round: forwarders, workers
+    jobs: list[float] = field(default_factory=list)  # two jobs at once: each one's median
 
     @property
     def seconds(self) -> float:
@@ -207,11 +217,16 @@ class Cell:
 
 
 async def start_forwarders(
-    fabric: Fabric, plan: Plan, group: ProcessGroup, workdir: Path, profile: Path | None
+    fabric: Fabric,
+    plans: list[Path],
+    group: ProcessGroup,
+    workdir: Path,
+    chunk_bytes: int,
+    lifetime_ms: int,
+    profile: Path | None,
 ) -> dict[str, Child]:
-    """A forwarder with its aggregator in the spine and in each rack, faces and routes up."""
-    plan_path = workdir / "plan.json"
-    plan_path.write_text(plan_json(plan))
+    """A forwarder in the spine and in each rack, with an aggregator of each plan in it;
+    faces and routes up."""
     hosts: dict[str, Child] = {}
     socks: dict[str, Path] = {}
     for node in (SPINE, *RACKS):
@@ -221,26 +236,41 @@ async def start_forwarders(
             # the workers register their prefixes from their namespaces
             "local_networks": ["127.0.0.0/8", fabric.network()],
             "log_level": "info",
+            # chunks above 8 KiB: jumbo packets on the fabric's TCP faces (every forwarder here
+            # is set alike), with room for a chunk's name, header and signature
+            "tcp_max_packet": max(T.MAX_PACKET_SIZE, chunk_bytes + 4096),
         }
         path = workdir / f"{node}.json"
         path.write_text(json.dumps(config))
         argv = [sys.executable, "-m", "bench.allreduce_host", "--config", str(path)]
-        argv += ["--plan", str(plan_path), "--node", node]
+        for plan_path in plans:
+            argv += ["--plan", str(plan_path)]
+        argv += ["--node", node, "--lifetime-ms", str(lifetime_ms)]
+        # a slow worker is waited for: the benchmark measures, its deadline catches the dead.
+        # A rack is bypassed only after 30 s of silence: the spine asks a rack for up to 8 MiB
+        # of partials at once, which take 2.7 s to cross a 25 Mbit/s uplink, and the
+        # default 2 s would bypass a live rack (pulling its workers' chunks over the same link)
+        argv += ["--member-timeout", "300", "--bypass-after", "30"]
         if profile is not None and node == RACKS[0]:
             argv += ["--profile", str(profile / f"fwd-{node}.prof")]
         hosts[node] = group.start(node, fabric.argv(node, argv), CHILD_ENV)
     for child in hosts.values():
         child.wait_for("ready face=", timeout=30, stream="stdout")
+    jobs = [json.loads(path.read_text())["job"] for path in plans]
     eps = {node: await Endpoint.connect(f"unix://{sock}") for node, sock in socks.items()}
     try:
         for rack in RACKS:
             # the rack's Interests for the sum go up; the spine's for the rack's partial come
             # down: one TCP connection each way, each made by the side that sends Interests
             up = await face_to(eps[rack], fabric.addr(SPINE, rack))
-            await mgmt_client.command(eps[rack], "rib", "register", name=f"{JOB}/sum", face_id=up)
             down = await face_to(eps[SPINE], fabric.addr(rack, SPINE))
-            prefix = f"{JOB}/agg/{rack}"
-            await mgmt_client.command(eps[SPINE], "rib", "register", name=prefix, face_id=down)
+            for job in jobs:
+                await register(eps[rack], f"{job}/sum", up)
+                await register(eps[SPINE], f"{job}/agg/{rack}", down)
+                # the spine reaches the rack's workers too, for a bypass of the rack
+                for w in fabric.workers():
+                    if fabric.rack_of(w) == rack:
+                        await register(eps[SPINE], f"{job}/w/{w[1:]}", down)
     finally:
         for ep in eps.values():
             ep.close()
@@ -252,49 +282,67 @@ async def face_to(ep: Endpoint, addr: str) -> int:
     return int(body["face_id"])
 
 
+async def register(ep: Endpoint, prefix: str, face_id: int) -> None:
+    await mgmt_client.command(ep, "rib", "register", name=prefix, face_id=face_id)
+
+
 async def run_mode(
     mode: str,
     fabric: Fabric,
-    plan: Plan,
     refs: dict[int, Reference],
     args: argparse.Namespace,
     workdir: Path,
 ) -> dict[int, Cell]:
+    """All sizes of ``mode`` on the current link rates: one set of processes."""
     d = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=workdir))
     group = ProcessGroup(d)
-    workers: list[Worker] = []
+    jobs: list[list[Worker]] = []
     try:
         hosts: dict[str, Child] = {}
         n = len(fabric.workers())
         base = [sys.executable, "-m", "bench.allreduce_worker", "--world", str(n)]
         base += ["--deadline", str(args.timeout)]
-        if mode == "in-network":
+        plans: list[Path] = []
+        if mode != "gloo":
+            # two jobs at once: the second's names under /ar2, the same racks, aggregators
+            # and links
+            for j in range(2 if mode == TWO_JOBS else 1):
+                plans.append(d / f"plan{j}.json")
+                plans[-1].write_text(plan_json(tree_plan(fabric, JOB + (str(j + 1) if j else ""))))
             profile = Path(args.profile).resolve() if args.profile else None
-            hosts = await start_forwarders(fabric, plan, group, d, profile)
-            base += ["--plan", str(d / "plan.json"), "--chunk-kib", str(args.chunk_kib)]
-            base += ["--window", str(args.window)]
-        for rank, w in enumerate(fabric.workers()):
-            rack = fabric.rack_of(w)
-            env: dict[str, str] = {}
-            if mode == "gloo":
-                init = f"tcp://{fabric.addr('w0', fabric.rack_of('w0'))}:{GLOO_PORT}"
-                argv = [*base, "--rank", str(rank), "--init", init, "gloo"]
-                env["GLOO_SOCKET_IFNAME"] = fabric.ifname(w, rack)
-            else:
-                uri = f"tcp4://{fabric.addr(rack, w)}:{PORT}"
-                argv = [*base, "--rank", str(rank), "--connect", uri, "ours"]
-                if args.profile and rank == 0:
-                    argv[-1:-1] = ["--profile", str(Path(args.profile).resolve() / "w0.prof")]
-            workers.append(await start_worker(f"{mode}-{w}", fabric.argv(w, argv), d, env))
-        await asyncio.gather(*(w.recv(args.timeout) for w in workers))
+            chunk = args.chunk_kib * 1024
+            life = args.lifetime_ms
+            hosts = await start_forwarders(fabric, plans, group, d, chunk, life, profile)
+            base += ["--chunk-kib", str(args.chunk_kib), "--window", str(args.window)]
+            base += ["--lifetime-ms", str(life)]
+        for j, plan_path in enumerate(plans or [None]):
+            workers: list[Worker] = []
+            for rank, w in enumerate(fabric.workers()):
+                rack = fabric.rack_of(w)
+                env: dict[str, str] = {}
+                if plan_path is None:
+                    init = f"tcp://{fabric.addr('w0', fabric.rack_of('w0'))}:{GLOO_PORT}"
+                    argv = [*base, "--rank", str(rank), "--init", init, "gloo"]
+                    env["GLOO_SOCKET_IFNAME"] = fabric.ifname(w, rack)
+                else:
+                    uri = f"tcp4://{fabric.addr(rack, w)}:{PORT}"
+                    argv = [*base, "--rank", str(rank), "--connect", uri, "--plan", str(plan_path)]
+                    if args.profile and rank == 0 and j == 0:
+                        argv += ["--profile", str(Path(args.profile).resolve() / "w0.prof")]
+                    argv.append("ours")
+                name = f"{mode}-j{j}-{w}"
+                workers.append(await start_worker(name, fabric.argv(w, argv), d, env))
+            jobs.append(workers)
+        everyone = [w for workers in jobs for w in workers]
+        await asyncio.gather(*(w.recv(args.timeout) for w in everyone))
         pids = {f"fwd-{node}": child.pid for node, child in hosts.items()}
         cells = {}
         for mib in args.sizes:
-            cells[mib] = await measure(mode, mib, fabric, workers, pids, refs[mib], args)
-        await all_request(workers, {"cmd": "quit"}, args.timeout)
+            cells[mib] = await measure(mode, mib, fabric, jobs, pids, refs[mib], args)
+        await all_request(everyone, {"cmd": "quit"}, args.timeout)
         return cells
     finally:
-        await asyncio.gather(*(w.stop() for w in workers), return_exceptions=True)
+        await asyncio.gather(*(w.stop() for ws in jobs for w in ws), return_exceptions=True)
         group.stop_all()
         if args.keep:
             print(f"  logs kept in {d}", file=sys.stderr)
@@ -306,24 +354,35 @@ async def measure(
     mode: str,
     mib: int,
     fabric: Fabric,
-    workers: list[Worker],
+    jobs: list[list[Worker]],
     pids: dict[str, int],
     ref: Reference,
     args: argparse.Namespace,
 ) -> Cell:
-    check(mode, mib, ref, await all_request(workers, {"cmd": "warm", "mib": mib}, args.timeout))
+    """One size: every job's warm-up, then the timed rounds, all jobs at once."""
+    kind = "gloo" if mode == "gloo" else "in-network"  # what check() compares with
+
+    async def each(cmd: dict[str, Any]) -> list[list[dict[str, Any]]]:
+        return list(await asyncio.gather(*(all_request(ws, cmd, args.timeout) for ws in jobs)))
+
+    for replies in await each({"cmd": "warm", "mib": mib}):
+        check(kind, mib, ref, replies)
     link0 = fabric.uplink_bytes()
     cpu0 = {role: sum(cpu_seconds(pid)) for role, pid in pids.items()}
-    replies = await all_request(workers, {"cmd": "time", "repeat": args.repeat}, args.timeout)
+    timed = await each({"cmd": "time", "repeat": args.repeat})
     cpu1 = {role: sum(cpu_seconds(pid)) for role, pid in pids.items()}
     link1 = fabric.uplink_bytes()
-    check(mode, mib, ref, replies)
-    rounds = [max(t) for t in zip(*(r["times"] for r in replies), strict=True)]
+    per_job = []
+    for replies in timed:
+        check(kind, mib, ref, replies)
+        per_job.append([max(t) for t in zip(*(r["times"] for r in replies), strict=True)])
+    rounds = [max(ts) for ts in zip(*per_job, strict=True)]
     up = statistics.mean(link1[r][0] - link0[r][0] for r in RACKS) / args.repeat
     down = statistics.mean(link1[r][1] - link0[r][1] for r in RACKS) / args.repeat
     cpu = {"fwd": sum(cpu1[k] - cpu0[k] for k in pids) / args.repeat}
-    cpu["workers"] = sum(r["cpu"] for r in replies) / args.repeat
-    cell = Cell(rounds, up, down, cpu)
+    cpu["workers"] = sum(r["cpu"] for replies in timed for r in replies) / args.repeat
+    each_job = [statistics.median(ts) for ts in per_job] if len(jobs) > 1 else []
+    cell = Cell(rounds, up, down, cpu, each_job)
     print(
         f"  {mib} MiB {mode}: {cell.seconds:.2f} s (rounds: "
         f"{', '.join(f'{t:.2f}' for t in rounds)}), uplink up {up / MiB:.1f} MiB down "
@@ -349,9 +408,16 @@ def print_table(cells: dict[tuple[float, int], dict[str, Cell]]) -> None:
                 continue
             ratio = f"{c.seconds / gloo.seconds:>6.2f}" if gloo and mode != "gloo" else " " * 6
             fwd = f"{c.cpu['fwd']:.2f}" if mode != "gloo" else "-"
+            alone = row.get("in-network")
+            jobs = ""
+            if c.jobs and alone is not None:
+                jobs = "  each job / alone: " + ", ".join(
+                    f"{t / alone.seconds:.2f}" for t in c.jobs
+                )
             print(
                 f"{mbit:>6g} {f'{mib} MiB':>6}  {mode:<10} | {c.seconds:>6.2f} {ratio} | "
                 f"{c.up / MiB:>14.1f} {c.down / MiB:>5.1f} | {fwd:>10} {c.cpu['workers']:>7.2f}"
+                f"{jobs}"
             )
     print(
         "Mbit/s: each worker link's rate; s: median over rounds of the slowest worker's time;\n"
@@ -359,7 +425,10 @@ def print_table(cells: dict[tuple[float, int], dict[str, Cell]]) -> None:
         "uplink MiB: bytes per allreduce on a rack's uplink (IP and TCP headers included),\n"
         "  from the rack end's interface counters, both racks averaged\n"
         "cpu s: CPU time per allreduce of the three forwarders (aggregators in them) and of\n"
-        "  all workers' allreduce calls"
+        "  all workers' allreduce calls\n"
+        f"{TWO_JOBS}: two jobs (8 workers each, one per namespace) at once over the same\n"
+        "  aggregators and links; s is the slower job's, bytes and CPU are both jobs' together,\n"
+        "  'each job / alone' each job's median time over in-network's"
     )
 
 
@@ -376,7 +445,7 @@ async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
     for mbit in args.mbit:
         fabric.shape_links(mbit)
         for mode in args.modes:
-            for mib, cell in (await run_mode(mode, fabric, plan, refs, args, workdir)).items():
+            for mib, cell in (await run_mode(mode, fabric, refs, args, workdir)).items():
                 cells.setdefault((mbit, mib), {})[mode] = cell
     peer = ""
     if "gloo" in args.modes:
@@ -389,8 +458,9 @@ async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
         f"{platform.python_version()}, {os.cpu_count()} cores{peer}\n"
         f"links: tc tbf in both directions, uplinks at {args.uplink_ratio:g}x a worker link's "
         f"rate ({over:g}:1 oversubscribed)\n"
-        f"ours: TCP faces, chunks of {args.chunk_kib} KiB, window {args.window}, an aggregator "
-        f"in each forwarder; gloo: its ring over TCP\n"
+        f"ours: TCP faces, chunks of {args.chunk_kib} KiB (one packet each), window "
+        f"{args.window}, Interest lifetime {args.lifetime_ms} ms, an aggregator in each "
+        f"forwarder; gloo: its ring over TCP\n"
         f"1 warm-up and {args.repeat} timed allreduces per cell, all verified; run took "
         f"{time.monotonic() - started:.0f} s"
     )
@@ -399,7 +469,7 @@ async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
     ratios = [
         row["in-network"].seconds / row["gloo"].seconds
         for (mbit, _), row in cells.items()
-        if mbit == first and len(row) == 2
+        if mbit == first and "in-network" in row and "gloo" in row
     ]
     if ratios:
         ratio = statistics.geometric_mean(ratios)
@@ -447,8 +517,15 @@ if __name__ == "__main__":
     ap.add_argument("--uplink-ratio", type=float, default=1.0, help="uplink rate / worker link")
     ap.add_argument("--per-rack", type=int, default=4, help="workers per rack")
     ap.add_argument("--repeat", type=int, default=2, help="timed allreduces per cell")
-    ap.add_argument("--chunk-kib", type=int, default=8, help="ours: KiB per chunk (one packet)")
-    ap.add_argument("--window", type=int, default=64, help="ours: chunks in flight per worker")
+    ap.add_argument("--chunk-kib", type=int, default=64, help="ours: KiB per chunk (one packet)")
+    ap.add_argument("--window", type=int, default=8, help="ours: chunks in flight per worker")
+    ap.add_argument(
+        "--lifetime-ms",
+        type=int,
+        default=4000,
+        help="ours: Interest lifetime of workers and aggregators (a queue of 1 MiB takes a third "
+        "of a second to cross a 25 Mbit/s link)",
+    )
     ap.add_argument("--modes", type=parse_modes, default=list(MODES), help=",".join(MODES))
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command at most")
     ap.add_argument("--keep", action="store_true", help="keep the processes' logs")

@@ -22,6 +22,7 @@ import asyncio
 import cProfile
 import hashlib
 import json
+import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -114,8 +115,18 @@ async def run_ours(args: argparse.Namespace) -> None:
         chunk_bytes=args.chunk_kib * 1024,
         window=args.window,
         deadline=args.deadline,
+        lifetime_ms=args.lifetime_ms,
     )
     await coll.start()
+
+    def report() -> None:
+        # SIGUSR1: where this worker is (a stalled run can be asked before it times out)
+        print(f"worker {args.rank} round {coll.round}: {json.dumps(coll.stats())}", file=sys.stderr)
+        for task in asyncio.all_tasks():
+            task.print_stack(limit=8, file=sys.stderr)
+        sys.stderr.flush()
+
+    loop.add_signal_handler(signal.SIGUSR1, report)
     answer({"ready": args.rank, "face": ep.face_id})
     array: np.ndarray[Any, Any] | None = None
     try:
@@ -232,6 +243,7 @@ if __name__ == "__main__":
     ap.add_argument("--mode", choices=["tree", "ring"], default="tree", help="ours: tree or ring")
     ap.add_argument("--chunk-kib", type=int, default=256, help="ours: KiB per chunk")
     ap.add_argument("--window", type=int, default=16, help="ours: chunks in flight")
+    ap.add_argument("--lifetime-ms", type=int, default=1000, help="ours: Interest lifetime")
     ap.add_argument("--init", help="gloo: init_method, e.g. tcp://127.0.0.1:29500")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds per operation")
     ap.add_argument("--profile", help="write a cProfile of this process to this file")

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 
 ROOT = Path(__file__).resolve().parents[3]
 ARGS = ["--modes", "in-network", "--per-rack", "2", "--sizes", "1", "--repeat", "1"]
-ARGS += ["--mbit", "400", "--window", "32"]
+ARGS += ["--mbit", "400"]
 
 
 def bench(workdir: Path, *extra: str) -> subprocess.Popen[str]:
