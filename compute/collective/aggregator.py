@@ -16,7 +16,9 @@ import logging
 from collections import Counter, deque
 from typing import Any
 
-from compute.collective.combine import Part, combine, encode_part, read_part
+import numpy as np
+
+from compute.collective.combine import Part, combine, part_pieces, read_part
 from compute.collective.errors import CollectiveError
 from compute.collective.fetch import fetch_one
 from compute.collective.names import JobNames
@@ -66,6 +68,9 @@ class Aggregator:
         self._chunk_bytes = 8192  # learnt from the chunks pulled
         self._active = 0
         self._queue: deque[asyncio.Future[None]] = deque()
+        # every chunk is folded into this one buffer and copied out into its packet at once,
+        # with no await between: the buffer is free again for the next chunk
+        self._scratch = np.empty(0, dtype=np.uint8)
 
     async def start(self, register: bool = True) -> None:
         await self.publisher.start(register)
@@ -111,25 +116,33 @@ class Aggregator:
         await self._enter()
         try:
             until = asyncio.get_running_loop().time() + self.member_timeout
+            kids = self.plan.children[self.node]
             try:
-                header, total = await self._subtree(self.node, key, until)
+                parts = await self._parts(self.node, key, until)
+                header, total = combine(parts, kids, self._buffer)
                 self._chunk_bytes = int(header.get("cb", self._chunk_bytes))
-                content = encode_part((header, total))
+                lead, payload = part_pieces((header, total))
                 self.counters["chunks_aggregated"] += 1
             except CollectiveError as exc:
                 self.counters["chunks_failed"] += 1
                 log.warning("%s round %d chunk %d: %s", self.names.job, key[0], key[1], exc)
-                content = encode_error(str(exc))
-            self.publisher.put(key, content)
+                lead, payload = encode_error(str(exc)), memoryview(b"")
+            self.publisher.put(key, payload, lead)  # copies the sum out of the buffer
         finally:
             self._leave()
 
-    async def _subtree(self, node: str, key: Key, until: float) -> Part:
-        """The fold of ``node``'s children for ``key`` (``node`` is this aggregator, or one
-        being bypassed)."""
+    def _buffer(self, dtype: np.dtype[Any], items: int) -> np.ndarray[Any, Any]:
+        """The reused buffer, as ``items`` of ``dtype`` (grown to the largest chunk seen)."""
+        nbytes = items * dtype.itemsize
+        if len(self._scratch) < nbytes:
+            self._scratch = np.empty(nbytes, dtype=np.uint8)
+        return self._scratch[:nbytes].view(dtype)
+
+    async def _parts(self, node: str, key: Key, until: float) -> list[Part]:
+        """``node``'s children's parts for ``key``, in the plan's order (``node`` is this
+        aggregator, or one being bypassed)."""
         kids = self.plan.children[node]
-        parts = await asyncio.gather(*(self._child(kid, key, until) for kid in kids))
-        return combine(parts, kids)
+        return list(await asyncio.gather(*(self._child(kid, key, until) for kid in kids)))
 
     async def _child(self, kid: str, key: Key, until: float) -> Part:
         if not self.plan.is_aggregator(kid):
@@ -176,4 +189,5 @@ class Aggregator:
         self.counters["chunks_bypassed"] += 1
         # the bypass starts the members' clock again: a straggler under a dead aggregator
         # gets the whole member timeout, and a dead worker is named, not its neighbours
-        return await self._subtree(kid, key, loop.time() + self.member_timeout)
+        parts = await self._parts(kid, key, loop.time() + self.member_timeout)
+        return combine(parts, self.plan.children[kid])  # a new array: it waits for its siblings

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from compute.collective.errors import CollectiveError
 from compute.collective.ops import fold
-from compute.collective.wire import Layout, decode_chunk, encode_chunk, payload_array
+from compute.collective.wire import Layout, chunk_lead, decode_chunk, payload_array
 from icn.errors import DecodeError
+from icn.wire.tlv import Buffer
 
 Part = tuple[dict[str, Any], Any]  # (header, 1-D array)
 
 
-def read_part(content: bytes, source: str) -> Part:
-    """A child's chunk, decoded; its error (if it reports one) raised as CollectiveError."""
+def read_part(content: Buffer, source: str) -> Part:
+    """A child's chunk, decoded (its array a view of ``content``); its error (if it reports
+    one) raised as CollectiveError."""
     try:
         header, payload = decode_chunk(content)
         if "error" in header:
@@ -24,8 +28,13 @@ def read_part(content: bytes, source: str) -> Part:
         raise CollectiveError(f"{source} sent a malformed chunk: {exc}") from None
 
 
-def combine(parts: Sequence[Part], sources: Sequence[str]) -> Part:
-    """One part covering all of ``parts``: same layout and operation required."""
+def combine(
+    parts: Sequence[Part],
+    sources: Sequence[str],
+    out: Callable[[np.dtype[Any], int], np.ndarray[Any, Any]] | None = None,
+) -> Part:
+    """One part covering all of ``parts``: same layout and operation required.  ``out(dtype,
+    items)`` lends the array to fold into (a reused buffer); else a new one."""
     first = parts[0][0]
     key = (first.get("dt"), first.get("shape"), first.get("cb"), first.get("op"))
     for (header, array), source in zip(parts, sources, strict=True):
@@ -39,13 +48,22 @@ def combine(parts: Sequence[Part], sources: Sequence[str]) -> Part:
             raise CollectiveError(
                 f"{source}: chunk of {len(array)} items, expected {len(parts[0][1])}"
             )
-    total = fold([array for _, array in parts], str(first["op"]))
+    arrays = [array for _, array in parts]
+    into = None if out is None else out(arrays[0].dtype, len(arrays[0]))
+    total = fold(arrays, str(first["op"]), into)
     header = dict(first)
     header["n"] = sum(int(h.get("n", 1)) for h, _ in parts)
     return header, total
 
 
-def encode_part(part: Part) -> bytes:
+def part_pieces(part: Part) -> tuple[bytes, memoryview]:
+    """A part as a chunk's Content in two pieces: its lead (header) and its payload (a view of
+    the part's array)."""
     header, array = part
     Layout.from_header(header)  # only well-formed headers go out
-    return encode_chunk(header, memoryview(array).cast("B"))
+    return chunk_lead(header), array.view("u1").data
+
+
+def encode_part(part: Part) -> bytes:
+    lead, payload = part_pieces(part)
+    return lead + payload

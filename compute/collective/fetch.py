@@ -19,10 +19,17 @@ from collections.abc import Callable, Sequence
 from compute.collective.errors import CollectiveError
 from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.fetcher import FetchPolicy, fetch, fetch_all
-from icn.dataplane.segments import data_content
+from icn.dataplane.segments import content_view
 from icn.errors import InterestTimeout
 from icn.wire.name import to_uri
 from icn.wire.packet import DataView
+
+
+def content_of(dv: DataView) -> memoryview:
+    """The Content of a received Data, in place (a view of its packet, not a copy)."""
+    if dv.content_start >= 0:
+        return memoryview(dv.wire)[dv.content_start : dv.content_end]
+    return content_view(dv.wire)
 
 
 def chunk_policy(lifetime_ms: int, left: float, window: int, nack_gives_up: bool) -> FetchPolicy:
@@ -49,21 +56,22 @@ async def fetch_one(
     until: float,
     counters: Counter[str],
     nack_gives_up: bool = False,
-) -> bytes:
-    """The content of ``name``, asked again on every loss until ``until`` (loop time).
-    InterestTimeout when the deadline passes; with ``nack_gives_up`` a Nack is raised at once
-    (an aggregator that learns a child is gone bypasses it instead of waiting)."""
+) -> memoryview:
+    """The content of ``name`` (a view of the packet), asked again on every loss until
+    ``until`` (loop time).  InterestTimeout when the deadline passes; with ``nack_gives_up`` a
+    Nack is raised at once (an aggregator that learns a child is gone bypasses it instead of
+    waiting)."""
     left = until - asyncio.get_running_loop().time()
     if left <= 0:
         raise InterestTimeout(to_uri(name), 0, None)
     policy = chunk_policy(lifetime_ms, left, 1, nack_gives_up)
-    return data_content(await fetch(ep, name, policy, counters=counters))
+    return content_of(await fetch(ep, name, policy, counters=counters))
 
 
 async def fetch_many(
     ep: Endpoint,
     names: Sequence[bytes],
-    on_content: Callable[[int, bytes], None],
+    on_content: Callable[[int, memoryview], None],
     *,
     window: int,
     lifetime_ms: int,
@@ -72,14 +80,15 @@ async def fetch_many(
     what: str,
 ) -> None:
     """Fetch every name, ``window`` at a time; ``on_content(i, content)`` as each arrives (in
-    any order).  CollectiveError naming the first chunk that did not come by ``until``."""
+    any order; a view of the packet, for the callee to copy where it belongs).  CollectiveError
+    naming the first chunk that did not come by ``until``."""
     left = until - asyncio.get_running_loop().time()
     try:
         if left <= 0 and names:
             raise InterestTimeout(to_uri(names[0]), 0, None)
 
         def arrived(i: int, dv: DataView) -> None:
-            on_content(i, data_content(dv))
+            on_content(i, content_of(dv))
 
         policy = chunk_policy(lifetime_ms, left, max(1, window), False)
         await fetch_all(ep, names, arrived, policy, counters=counters)

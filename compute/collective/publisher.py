@@ -18,7 +18,9 @@ from compute.collective.names import JobNames
 from icn.dataplane.endpoint import Endpoint, Served
 from icn.dataplane.handlers import Reply
 from icn.dataplane.holding import HoldingTable
+from icn.wire.encode import DataParts, data_parts
 from icn.wire.packet import InterestView
+from icn.wire.tlv import Buffer
 
 Key = tuple[int, ...]
 MAX_WAITING = 65536  # reply paths waiting for chunks not produced yet, over all keys
@@ -53,7 +55,8 @@ class ChunkPublisher:
         self.keep_rounds = keep_rounds
         self.on_missing = on_missing
         self.counters: Counter[str] = Counter() if counters is None else counters
-        self._wires: dict[Key, bytes] = {}
+        self._wires: dict[Key, bytes | DataParts] = {}
+        self._done_rounds: set[int] = set()  # retired: their chunks are no longer served
         self._answered: set[Key] = set()
         self.waiting: HoldingTable[Key, Reply] = HoldingTable(max_waiting)
         self._clock = clock
@@ -74,16 +77,22 @@ class ChunkPublisher:
     def has(self, key: Key) -> bool:
         return key in self._wires
 
-    def put(self, key: Key, content: bytes) -> None:
-        """Publish ``content`` as the chunk ``key`` and answer whoever waits for it."""
-        if key in self._wires:
+    def put(self, key: Key, payload: Buffer, lead: bytes = b"", *, view: bool = False) -> None:
+        """Publish the chunk ``key`` (its Content ``lead`` then ``payload``) and answer whoever
+        waits for it.  The payload is copied once, into the packet; with ``view`` it is not
+        copied at all (the packet is kept in parts, sent by one vectored write): the caller
+        then leaves it unchanged until it :meth:`retire` s the round."""
+        if key in self._wires or key[0] in self._done_rounds:
             return
         if key[0] > self.newest_round:
             self.newest_round = key[0]
             self._forget_old()
         if key[0] <= self.newest_round - self.keep_rounds:
             return
-        wire = self.ep.make_data(JobNames.piece(self.prefix, *key), content)
+        parts = data_parts(
+            JobNames.piece(self.prefix, *key), payload, lead=lead, signer=self.ep.signer
+        )
+        wire = parts if view else parts.join()
         self._wires[key] = wire
         self.counters["chunks_published"] += 1
         if key in self.waiting:
@@ -92,10 +101,28 @@ class ChunkPublisher:
                 self._send(key, wire, reply)
             self.counters["held_answered"] += len(replies)
 
+    def retire(self, rnd: int) -> None:
+        """Stop serving round ``rnd``: its chunks were all consumed (an allreduce's sum came
+        back whole), so a late Interest for one is dropped (``drop_round_done``) instead of
+        reading a payload its owner may have changed since."""
+        for key in [k for k in self._wires if k[0] == rnd]:
+            del self._wires[key]
+        for key in [k for k in self.waiting if k[0] == rnd]:
+            self.waiting.drop(key)
+        self._done_rounds.add(rnd)
+
+    def detach(self, rnd: int) -> None:
+        """Copy round ``rnd``'s payloads put as views into their packets (the same bytes): the
+        arrays they viewed may change now, and the round is still served."""
+        for key, wire in self._wires.items():
+            if key[0] == rnd and isinstance(wire, DataParts):
+                self._wires[key] = wire.join()
+
     def _forget_old(self) -> None:
         oldest = self.newest_round - self.keep_rounds
         for key in [k for k in self._wires if k[0] <= oldest]:
             del self._wires[key]
+        self._done_rounds = {r for r in self._done_rounds if r > oldest}
         for key in [k for k in self.waiting if k[0] <= oldest]:
             self.waiting.drop(key)
         self._answered = {k for k in self._answered if k[0] > oldest}
@@ -115,6 +142,9 @@ class ChunkPublisher:
         if key[0] <= self.newest_round - self.keep_rounds:
             self.counters["drop_round_gone"] += 1  # long forgotten: the asker will time out
             return
+        if key[0] in self._done_rounds:
+            self.counters["drop_round_done"] += 1
+            return
         now = self._clock()
         waiting = self.waiting
         waiting.expire(now)  # room for the live: nobody answers an expired one
@@ -125,11 +155,12 @@ class ChunkPublisher:
             self._asked.add(key)
             self.on_missing(key)
 
-    def _send(self, key: Key, wire: bytes, reply: Reply) -> None:
+    def _send(self, key: Key, wire: bytes | DataParts, reply: Reply) -> None:
+        size = wire.size if isinstance(wire, DataParts) else len(wire)
         if key in self._answered:
-            self.counters["bytes_resent"] += len(wire)
+            self.counters["bytes_resent"] += size
             self.counters["chunks_resent"] += 1
         else:
             self._answered.add(key)
-            self.counters["bytes_sent"] += len(wire)
+            self.counters["bytes_sent"] += size
         reply(wire)

@@ -18,7 +18,7 @@ from compute.collective.combine import read_part
 from compute.collective.errors import CollectiveError
 from compute.collective.names import JobNames
 from compute.collective.ops import fold
-from compute.collective.wire import Layout, encode_chunk
+from compute.collective.wire import Layout, chunk_lead
 
 if TYPE_CHECKING:
     from compute.collective.worker import Collective
@@ -40,10 +40,21 @@ def ring_reference(arrays: Sequence[np.ndarray[Any, Any]], op: str) -> np.ndarra
 
 
 async def ring_allreduce(
-    coll: Collective, rnd: int, arr: np.ndarray[Any, Any], op: str
+    coll: Collective,
+    rnd: int,
+    arr: np.ndarray[Any, Any],
+    op: str,
+    out: np.ndarray[Any, Any] | None = None,
 ) -> np.ndarray[Any, Any]:
+    """Ring allreduce of ``arr``, worked out in ``out`` (checked by the caller; may be
+    ``arr``) or in a copy of ``arr``."""
     n, i = coll.size, coll.rank
-    acc = np.array(arr, copy=True).reshape(-1)
+    if out is None:
+        acc = np.array(arr, copy=True).reshape(-1)
+    else:
+        acc = out.reshape(-1)
+        if not np.may_share_memory(out, arr):
+            acc[...] = arr.reshape(-1)
     if n == 1:
         return acc.reshape(arr.shape)
     bounds = segment_bounds(len(acc), n)
@@ -55,11 +66,12 @@ async def ring_allreduce(
         lo, hi = bounds[seg]
         part = acc[lo:hi]
         layout = Layout.of(part, coll.chunk_bytes)
-        header = layout.header(op, 1)
-        data = memoryview(part.tobytes())
+        lead = chunk_lead(layout.header(op, 1))
+        data = part.view(np.uint8).data
         for c in range(layout.chunks):
             start, end = layout.span(c)
-            coll.ring_publisher.put((rnd, step, c), encode_chunk(header, data[start:end]))
+            # copied into its packet: the allgather overwrites this segment of acc later
+            coll.ring_publisher.put((rnd, step, c), data[start:end], lead)
 
     async def pull(step: int, seg: int, reduce: bool) -> None:
         lo, hi = bounds[seg]
@@ -68,7 +80,7 @@ async def ring_allreduce(
         names = [JobNames.piece(left_prefix, rnd, step, c) for c in range(layout.chunks)]
         items = layout.chunk_bytes // max(acc.itemsize, 1)
 
-        def place(c: int, content: bytes) -> None:
+        def place(c: int, content: memoryview) -> None:
             header, part = read_part(content, f"worker {left}")
             if Layout.from_header(header) != layout or header.get("op") != op:
                 raise CollectiveError(f"{what}: worker {left} sent another layout or op")

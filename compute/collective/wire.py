@@ -18,6 +18,7 @@ import msgpack
 import numpy as np
 
 from icn.errors import DecodeError
+from icn.wire.tlv import Buffer
 
 _LEN = struct.Struct("!H")
 MAX_HEADER = 4096
@@ -73,17 +74,25 @@ class Layout:
         return cls(dtype, shape, chunk_bytes)
 
 
-def encode_chunk(header: dict[str, Any], payload: bytes | memoryview) -> bytes:
-    head = msgpack.packb(header)
-    return b"".join((_LEN.pack(len(head)), head, payload))
+def chunk_lead(header: dict[str, Any]) -> bytes:
+    """What a chunk's Content starts with: the header's length and the header.  A publisher
+    puts it in front of the payload without joining them (the payload stays where it is)."""
+    head: bytes = msgpack.packb(header)
+    return _LEN.pack(len(head)) + head
+
+
+def encode_chunk(header: dict[str, Any], payload: Buffer) -> bytes:
+    return b"".join((chunk_lead(header), payload))
 
 
 def encode_error(message: str) -> bytes:
-    return encode_chunk({"error": message}, b"")
+    return chunk_lead({"error": message})
 
 
-def decode_chunk(content: bytes) -> tuple[dict[str, Any], memoryview]:
-    """(header, payload); DecodeError when the content is not a chunk."""
+def decode_chunk(content: Buffer) -> tuple[dict[str, Any], memoryview]:
+    """(header, payload); DecodeError when the content is not a chunk.  The payload is a view
+    of ``content`` (a view of a received packet stays one: nothing is copied)."""
+    content = memoryview(content)
     if len(content) < _LEN.size:
         raise DecodeError("chunk shorter than its header length")
     (size,) = _LEN.unpack_from(content)
@@ -95,7 +104,7 @@ def decode_chunk(content: bytes) -> tuple[dict[str, Any], memoryview]:
         raise DecodeError(f"chunk header is not msgpack: {exc}") from None
     if not isinstance(header, dict):
         raise DecodeError("chunk header is not a map")
-    return header, memoryview(content)[_LEN.size + size :]
+    return header, content[_LEN.size + size :]
 
 
 def payload_array(header: dict[str, Any], payload: memoryview) -> np.ndarray[Any, Any]:

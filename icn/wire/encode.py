@@ -177,7 +177,8 @@ def _with_params_digest(name: bytes, ends: list[int], digest: bytes) -> tuple[by
 
 class DataParts(NamedTuple):
     """A Data packet as three buffers: ``head`` (type, length, Name, MetaInfo, the Content's
-    type and length), ``content`` (the caller's bytes-like object, not copied) and ``tail``
+    type and length, and any ``lead`` of the Content), ``content`` (the caller's bytes-like
+    object, not copied: the Content, or its rest after the lead) and ``tail``
     (SignatureInfo and SignatureValue).  A stream socket writes them with one vectored write
     (``writelines``: uvloop's ``writev``), so a large payload goes from the producer's object
     to the kernel without being copied into a packet first.  ``bytes(...)`` via :meth:`join`
@@ -225,10 +226,13 @@ def data_parts(
     content_type: int | None = None,
     final_block_id: bytes | None = None,
     signer: Signer | None = DIGEST_SHA256,
+    lead: bytes = b"",
 ) -> DataParts:
     """Encode a Data packet signed by ``signer`` (DigestSha256 by default; None: no signature),
     leaving ``content`` (any bytes-like object, e.g. a memoryview of a larger object) in place:
-    DigestSha256 and HMAC hash it where it is; another signer gets the signed portion joined."""
+    DigestSha256 and HMAC hash it where it is; another signer gets the signed portion joined.
+    ``lead``: octets the Content starts with, before ``content`` (a small header in front of a
+    large payload), written at the end of ``head`` so that neither is copied into the other."""
     meta = b""
     if content_type is not None and content_type != T.CONTENT_BLOB:
         meta += encode_nni_tlv(T.CONTENT_TYPE, content_type)
@@ -239,7 +243,7 @@ def data_parts(
     name_tlv = encode_tlv(T.NAME, name)
     if meta:
         name_tlv += encode_tlv(T.META_INFO, meta)
-    content_head = b"\x15" + encode_varnum(len(content))
+    content_head = b"\x15" + encode_varnum(len(lead) + len(content)) + lead
     tail = b""
     if signer is not None:
         sig_info = encode_tlv(T.SIGNATURE_INFO, signer.signature_info())

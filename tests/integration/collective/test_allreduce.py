@@ -135,6 +135,32 @@ async def test_a_straggler_within_the_deadline_is_waited_for(job: Job) -> None:
     assert all(np.array_equal(r, expected) for r in results)
 
 
+async def test_a_result_written_into_out_or_in_place_has_the_same_bits(job: Job) -> None:
+    await job.start(chunk_bytes=4096)
+    arrays = arrays_for(np.float32, (300, 257), seed=16)
+    expected = {op: job.plan.reference(arrays, op) for op in ("sum", "mean")}
+    for op in ("sum", "mean"):
+        outs = {w: np.full_like(a, np.nan) for w, a in arrays.items()}
+        calls = (c.allreduce(arrays[c.worker], op, out=outs[c.worker]) for c in job.workers)
+        results = await asyncio.wait_for(asyncio.gather(*calls), 60)
+        for c, got in zip(job.workers, results, strict=True):
+            assert got is outs[c.worker] and got.tobytes() == expected[op].tobytes()
+    own = {w: a.copy() for w, a in arrays.items()}  # in place: the result over the input
+    calls = (c.allreduce(own[c.worker], "sum", out=own[c.worker]) for c in job.workers)
+    await asyncio.wait_for(asyncio.gather(*calls), 60)
+    assert all(a.tobytes() == expected["sum"].tobytes() for a in own.values())
+    coll = job.workers[0]
+    for bad, field in (
+        (np.empty((300, 256), np.float32), "shape"),
+        (np.empty((300, 257), np.float64), "dtype"),
+        (np.empty((257, 300), np.float32).T, "C-contiguous"),
+    ):
+        with pytest.raises(CollectiveError, match=f"out: .*{field}"):
+            await coll.allreduce(arrays["w0"], "sum", out=bad)
+    with pytest.raises(CollectiveError, match="out: the mean of int32"):
+        await coll.allreduce(np.zeros(3, np.int32), "mean", out=np.zeros(3, np.int32))
+
+
 async def test_workers_that_disagree_get_a_clear_error(job: Job) -> None:
     await job.start(deadline=10)
     arrays = arrays_for(np.float32, (100,), seed=1)
@@ -199,17 +225,17 @@ async def test_the_aggregator_bounds_the_chunks_it_pulls_at_once(job: Job) -> No
     arrays = arrays_for(np.float64, (40_000,), seed=15)  # 79 chunks, 16 asked at a time
     active = {"now": 0, "peak": 0}
     root = job.aggregators["r"]
-    subtree = root._subtree
+    pull = root._parts
 
     async def watched(node: str, key: Any, until: float) -> Any:
         active["now"] += node == "r"
         active["peak"] = max(active["peak"], active["now"])
         try:
-            return await subtree(node, key, until)
+            return await pull(node, key, until)
         finally:
             active["now"] -= node == "r"
 
-    root._subtree = watched  # type: ignore[method-assign]
+    root._parts = watched  # type: ignore[method-assign]
     results = await run_round(job, arrays, "sum")
     expected = job.plan.reference(arrays, "sum")
     assert all(r.tobytes() == expected.tobytes() for r in results)

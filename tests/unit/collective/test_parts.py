@@ -114,6 +114,17 @@ def test_fold_and_finish() -> None:
         fold(xs, "prod")
 
 
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_fold_into_a_reused_buffer_gives_the_same_bits(count: int) -> None:
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(1000).astype(np.float32) * 10.0**k for k in range(count)]
+    buffer = np.full(1000, np.nan, np.float32)  # what the last chunk left there
+    for op in ("sum", "max", "min"):
+        got = fold(xs, op, out=buffer)
+        assert got is buffer and got.tobytes() == fold(xs, op).tobytes()
+    assert all(x.flags.writeable for x in xs)  # no part was folded into in place
+
+
 # ---- plans -------------------------------------------------------------------------------------
 
 TWO_LEVEL = [("r", "m1"), ("r", "m2"), ("m1", "a"), ("m1", "b"), ("m2", "c"), ("m2", "d")]

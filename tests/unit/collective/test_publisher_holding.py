@@ -9,15 +9,15 @@ from typing import Any
 
 from compute.collective.names import JobNames
 from compute.collective.publisher import ChunkPublisher, Key
-from icn.wire.encode import make_interest
-from icn.wire.packet import InterestView, parse_interest
+from icn.dataplane.segments import data_content
+from icn.wire.encode import DataParts, make_interest
+from icn.wire.packet import InterestView, parse_data, parse_interest
 
 PREFIX = JobNames("/ar").worker_prefix("w0")
 
 
 class FakeEndpoint:
-    def make_data(self, name: bytes, content: bytes = b"", **_: Any) -> bytes:
-        return b"D" + bytes(name) + b"|" + content
+    signer = None  # unsigned Data: the Content ends the packet
 
 
 class Clock:
@@ -33,8 +33,12 @@ class Path:
 
     def __init__(self) -> None:
         self.sent: list[bytes] = []
+        self.parts: list[DataParts] = []
 
-    def __call__(self, wire: bytes) -> None:
+    def __call__(self, wire: bytes | DataParts) -> None:
+        if isinstance(wire, DataParts):
+            self.parts.append(wire)
+            wire = wire.join()
         self.sent.append(wire)
 
 
@@ -64,7 +68,7 @@ def test_a_chunk_asked_for_early_is_sent_once_per_reply_path_when_published() ->
     assert face.sent == [] and len(pub.waiting) == 2
     pub.put((0, 3), b"sum")
     assert len(face.sent) == 1 and face.sent == other.sent
-    assert face.sent[0].endswith(b"|sum")
+    assert data_content(parse_data(face.sent[0])) == b"sum"
     assert pub.counters["held_answered"] == 2
     assert pub.counters["bytes_sent"] == len(face.sent[0])  # the first answer of this name
     assert pub.counters["chunks_resent"] == 1  # the second reached the source again
@@ -134,3 +138,33 @@ def test_a_name_of_another_shape_is_dropped_and_counted() -> None:
     pub = publisher(Clock())
     pub.handle(interest(0), Path())
     assert pub.counters["drop_bad_name"] == 1 and len(pub.waiting) == 0
+
+
+def test_a_chunk_put_as_a_view_is_sent_uncopied_until_its_round_is_retired() -> None:
+    clock = Clock()
+    pub = publisher(clock)
+    payload = bytearray(b"gradient")
+    pub.put((0, 0), memoryview(payload), b"h:", view=True)
+    face = Path()
+    pub.handle(interest(0, 0), face)
+    assert face.parts[0].content.obj is payload  # the caller's buffer, not a copy
+    assert data_content(parse_data(face.sent[0])) == b"h:gradient"
+    pub.retire(0)  # every chunk consumed: the owner may change its array now
+    late = Path()
+    pub.handle(interest(0, 0), late)
+    pub.put((0, 1), b"after")  # a straggling put of a retired round is ignored
+    pub.handle(interest(0, 1), late)
+    assert late.sent == [] and len(pub.waiting) == 0
+    assert pub.counters["drop_round_done"] == 2
+
+
+def test_a_detached_round_keeps_serving_the_bytes_of_the_put() -> None:
+    clock = Clock()
+    pub = publisher(clock)
+    payload = bytearray(b"gradient")
+    pub.put((0, 0), memoryview(payload), b"h:", view=True)
+    pub.detach(0)  # the operation failed: others may still pull, the owner may write
+    payload[:] = b"changed!"
+    face = Path()
+    pub.handle(interest(0, 0), face)
+    assert face.parts == [] and data_content(parse_data(face.sent[0])) == b"h:gradient"

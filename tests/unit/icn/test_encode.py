@@ -188,6 +188,25 @@ def test_data_parts_are_the_packet_with_the_content_left_in_place(signer: str) -
     assert data_content(parse_data(wire)) == bytes(view)
 
 
+@pytest.mark.parametrize("signer", ["none", "digest", "ed25519"])
+def test_a_lead_starts_the_content_and_leaves_the_payload_in_place(signer: str) -> None:
+    from icn.dataplane.segments import data_content
+    from icn.security.keys import Identity, verify_data
+
+    ident = Identity.generate()
+    signers = {"none": None, "digest": DIGEST_SHA256, "ed25519": ident.signer()}
+    payload = memoryview(bytes(range(256)) * 40)[7:9000]
+    parts = encode.data_parts(NAME, payload, lead=b"hdr:", signer=signers[signer])
+    assert parts.content is payload and parts.head.endswith(b"hdr:")
+    wire = parts.join()
+    assert parts.size == len(wire)
+    if signer == "ed25519":
+        verify_data(wire, ident.public_bytes)
+    else:  # the same packet as the joined Content would make
+        assert wire == encode.make_data(NAME, b"hdr:" + bytes(payload), signer=signers[signer])
+    assert data_content(parse_data(wire)) == b"hdr:" + bytes(payload)
+
+
 def test_digest_signer() -> None:
     assert DIGEST_SHA256.signature_info() == b"\x1b\x01\x00"
     assert signature_info_tlv(DIGEST_SHA256) == b"\x16\x03\x1b\x01\x00"
