@@ -266,6 +266,7 @@ def ready_face(child: Child) -> int:
 def start_servers(mode: str, n: int, group: ProcessGroup, args: argparse.Namespace) -> Servers:
     sock = group.workdir / "fwd.sock"
     host = [sys.executable, "-m", "bench.allreduce_host", "--workers", str(n)]
+    host += ["--signature", args.signature]
     if mode == "in-network":
         argv = [*host, "--unix", str(sock)]
         if args.profile:
@@ -305,6 +306,7 @@ async def run_mode(
             ep = await Endpoint.connect(f"unix://{servers.sock}")
             argv += ["--connect", f"unix://{servers.sock}", "--chunk-kib", str(args.chunk_kib)]
             argv += ["--window", str(args.window), "--mode", "ring" if mode == "ring" else "tree"]
+            argv += ["--signature", args.signature]
             argv += ["ours"]
         for r in range(n):
             extra = ["--rank", str(r)]
@@ -382,7 +384,7 @@ async def measure(
 def print_table(rows: dict[tuple[int, int], dict[str, Result]], modes: list[str]) -> None:
     head = (
         f"{'workers':>7} {'size':>6}  {'mode':<10} | {'ms':>7} {'alg MB/s':>8} {'root MiB':>8} | "
-        f"{'/ gloo':>6} | {'cpu ms: fwd':>11} {'agg':>5} {'workers':>7}"
+        f"{'/ gloo':>6} | {'cpu ms: fwd':>11} {'agg':>5} {'workers':>7} {'/ gloo':>6}"
     )
     print(head)
     print("-" * len(head))
@@ -393,6 +395,9 @@ def print_table(rows: dict[tuple[int, int], dict[str, Result]], modes: list[str]
             if res is None:
                 continue
             ratio = f"{res.seconds / gloo.seconds:>6.2f}" if gloo and mode != "gloo" else " " * 6
+            cpu_ratio = " " * 6
+            if gloo and mode != "gloo" and gloo.cpu["workers"] > 0:
+                cpu_ratio = f"{res.cpu['workers'] / gloo.cpu['workers']:>6.2f}"
             mark = "*" if mode == "gloo" else " "
             cpu = {k: f"{1000 * v:.0f}" for k, v in res.cpu.items()}
             if mode == "in-network":
@@ -400,7 +405,8 @@ def print_table(rows: dict[tuple[int, int], dict[str, Result]], modes: list[str]
             print(
                 f"{n:>7} {f'{mib} MiB':>6}  {mode:<10} | {1000 * res.seconds:>7.1f} "
                 f"{mib * MiB / 1e6 / res.seconds:>8,.0f} {res.root_bytes / MiB:>7.2f}{mark} | "
-                f"{ratio} | {cpu.get('fwd', ''):>11} {cpu.get('agg', ''):>5} {cpu['workers']:>7}"
+                f"{ratio} | {cpu.get('fwd', ''):>11} {cpu.get('agg', ''):>5} {cpu['workers']:>7} "
+                f"{cpu_ratio}"
             )
     print(
         "ms: median over rounds of the slowest worker's time; alg MB/s: size / time (10^6 B/s)\n"
@@ -411,7 +417,8 @@ def print_table(rows: dict[tuple[int, int], dict[str, Result]], modes: list[str]
         "/ gloo: time ratio, below 1 favours ours\n"
         "cpu ms: CPU time per allreduce of the forwarder process (in-network: with the\n"
         "  aggregator in it) and of the aggregator process (ps) over the timed rounds, and of\n"
-        "  the allreduce calls of all workers together (their threads included)"
+        "  the allreduce calls of all workers together (their threads included); / gloo: the\n"
+        "  workers' CPU over gloo's workers' CPU"
     )
 
 
@@ -451,7 +458,7 @@ async def main(args: argparse.Namespace) -> None:
     print(
         f"allreduce (sum) of float32, Python {platform.python_version()}, {os.cpu_count()} cores"
         f"{torch_version}\nours: chunks of {args.chunk_kib} KiB, window {args.window}, one "
-        "forwarder process, Unix sockets"
+        f"forwarder process, Unix sockets, chunks signed: {args.signature}"
     )
     repeats = f"{args.repeat}" + (f" ({args.repeat_large} at 64 MiB+)" if args.repeat_large else "")
     print(
@@ -509,6 +516,12 @@ if __name__ == "__main__":
     ap.add_argument("--repeat-large", type=int, default=0, help="timed allreduces at 64 MiB+")
     ap.add_argument("--chunk-kib", type=int, default=1024, help="ours: KiB per chunk")
     ap.add_argument("--window", type=int, default=8, help="ours: chunks in flight per worker")
+    ap.add_argument(
+        "--signature",
+        choices=["digest", "null"],
+        default="digest",
+        help="ours: chunks' signature, DigestSha256 or NDN's NullSignature (nothing hashed)",
+    )
     ap.add_argument("--modes", type=parse_modes, default=list(MODES), help=",".join(MODES))
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per command at most")
     ap.add_argument(

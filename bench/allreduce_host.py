@@ -59,6 +59,7 @@ async def main(args: argparse.Namespace) -> None:
         "lifetime_ms": args.lifetime_ms,
         "member_timeout": args.member_timeout,
         "bypass_after": args.bypass_after,
+        "signature": args.signature,
     }
     aggs = [Aggregator(p, node or p.root, ep, **options) for p in plans]
     try:
@@ -86,6 +87,7 @@ if __name__ == "__main__":
     where.add_argument("--connect", help="forwarder URI to join, e.g. unix:///tmp/fwd.sock")
     where.add_argument("--config", help="run a forwarder with this config file (YAML or JSON)")
     ap.add_argument("--workers", type=int, default=0, help="workers in the flat plan")
+    ap.add_argument("--signature", default="digest", help="chunks' signature: digest or null")
     ap.add_argument(
         "--plan", action="append", help="the plan's JSON file instead of the flat plan (repeatable)"
     )

@@ -116,6 +116,7 @@ async def run_ours(args: argparse.Namespace) -> None:
         window=args.window,
         deadline=args.deadline,
         lifetime_ms=args.lifetime_ms,
+        signature=args.signature,
     )
     await coll.start()
 
@@ -248,6 +249,7 @@ if __name__ == "__main__":
     ap.add_argument("--chunk-kib", type=int, default=1024, help="ours: KiB per chunk")
     ap.add_argument("--window", type=int, default=8, help="ours: chunks in flight")
     ap.add_argument("--lifetime-ms", type=int, default=1000, help="ours: Interest lifetime")
+    ap.add_argument("--signature", default="digest", help="ours: chunks' signature, digest or null")
     ap.add_argument("--init", help="gloo: init_method, e.g. tcp://127.0.0.1:29500")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds per operation")
     ap.add_argument("--profile", help="write a cProfile of this process to this file")

@@ -24,7 +24,7 @@ from compute.collective.fetch import fetch_one
 from compute.collective.names import JobNames
 from compute.collective.plan import Plan
 from compute.collective.publisher import ChunkPublisher, Key
-from compute.collective.wire import encode_error
+from compute.collective.wire import chunk_signer, encode_error
 from icn.dataplane.endpoint import Endpoint
 from icn.errors import InterestNack, InterestTimeout
 
@@ -49,6 +49,7 @@ class Aggregator:
         bypass_after: float = 2.0,
         keep_rounds: int = 4,
         max_in_flight: int = 16,
+        signature: str = "digest",
     ) -> None:
         if not plan.is_aggregator(node):
             raise CollectiveError(f"{node!r} is not an aggregator of the plan", plan.job)
@@ -61,7 +62,12 @@ class Aggregator:
         self.gone: set[str] = set()  # child aggregators that answered with a Nack: bypassed
         prefix = self.names.sum_prefix() if node == plan.root else self.names.agg_prefix(node)
         self.publisher = ChunkPublisher(
-            ep, prefix, keep_rounds=keep_rounds, on_missing=self._start, counters=self.counters
+            ep,
+            prefix,
+            keep_rounds=keep_rounds,
+            on_missing=self._start,
+            counters=self.counters,
+            signer=chunk_signer(signature, plan.job),
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self.max_in_flight = max_in_flight

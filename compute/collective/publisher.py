@@ -20,6 +20,7 @@ from icn.dataplane.handlers import Reply
 from icn.dataplane.holding import HoldingTable
 from icn.wire.encode import DataParts, data_parts
 from icn.wire.packet import InterestView
+from icn.wire.signer import Signer
 from icn.wire.tlv import Buffer
 
 Key = tuple[int, ...]
@@ -48,8 +49,11 @@ class ChunkPublisher:
         counters: Counter[str] | None = None,
         max_waiting: int = MAX_WAITING,
         clock: Callable[[], float] = _loop_time,
+        signer: Signer | None = None,
     ) -> None:
         self.ep = ep
+        # the chunks' signer; None: the endpoint's
+        self.signer = signer
         self.prefix = prefix
         self.depth = depth  # decimal components after the prefix: (round, chunk) or with a step
         self.keep_rounds = keep_rounds
@@ -90,7 +94,10 @@ class ChunkPublisher:
         if key[0] <= self.newest_round - self.keep_rounds:
             return
         parts = data_parts(
-            JobNames.piece(self.prefix, *key), payload, lead=lead, signer=self.ep.signer
+            JobNames.piece(self.prefix, *key),
+            payload,
+            lead=lead,
+            signer=self.ep.signer if self.signer is None else self.signer,
         )
         wire = parts if view else parts.join()
         self._wires[key] = wire

@@ -17,7 +17,9 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from compute.collective.errors import CollectiveError
 from icn.errors import DecodeError
+from icn.wire.signer import DIGEST_SHA256, NULL_SIGNATURE, Signer
 from icn.wire.tlv import Buffer
 
 _LEN = struct.Struct("!H")
@@ -113,3 +115,21 @@ def payload_array(header: dict[str, Any], payload: memoryview) -> np.ndarray[Any
     if len(payload) % max(layout.dtype.itemsize, 1):
         raise DecodeError("chunk payload is not a whole number of items")
     return np.frombuffer(payload, dtype=layout.dtype)
+
+
+# How chunks are signed: DigestSha256 by default (what NDN tools expect of a Data packet), or
+# NDN's NullSignature, which hashes nothing: no one in a collective verifies a chunk's digest
+# (links and sockets check integrity), and at 16 MiB the hashing was a fifth of a worker's CPU
+SIGNATURES: dict[str, Signer] = {"digest": DIGEST_SHA256, "null": NULL_SIGNATURE}
+
+
+def chunk_signer(signature: str, job: str) -> Signer:
+    """The signer named ``signature``; CollectiveError naming the choices otherwise."""
+    try:
+        return SIGNATURES[signature]
+    except KeyError:
+        raise CollectiveError(
+            f"signature {signature!r}: use digest (DigestSha256, the default) or null "
+            "(NullSignature: nothing hashed, for links that check integrity)",
+            job,
+        ) from None

@@ -23,7 +23,7 @@ from compute.collective.names import JobNames
 from compute.collective.ops import check_op, finish
 from compute.collective.plan import Plan
 from compute.collective.publisher import ChunkPublisher
-from compute.collective.wire import Layout, chunk_lead
+from compute.collective.wire import Layout, chunk_lead, chunk_signer
 from icn.dataplane.endpoint import Endpoint
 from icn.wire import tlv_types as T
 
@@ -64,6 +64,7 @@ class Collective:
         lifetime_ms: int = 1000,
         deadline: float = 60.0,
         keep_rounds: int = 4,
+        signature: str = "digest",
     ) -> None:
         if worker not in plan.workers:
             raise CollectiveError(f"{worker!r} is not a worker of the plan", plan.job)
@@ -85,8 +86,13 @@ class Collective:
         self.deadline = deadline
         self.counters: Counter[str] = Counter()
         self.round = 0
+        signer = chunk_signer(signature, plan.job)
         self.publisher = ChunkPublisher(
-            ep, self.names.worker_prefix(worker), keep_rounds=keep_rounds, counters=self.counters
+            ep,
+            self.names.worker_prefix(worker),
+            keep_rounds=keep_rounds,
+            counters=self.counters,
+            signer=signer,
         )
         self.ring_publisher = ChunkPublisher(
             ep,
@@ -94,6 +100,7 @@ class Collective:
             depth=3,
             keep_rounds=keep_rounds,
             counters=self.counters,
+            signer=signer,
         )
 
     async def start(self) -> None:

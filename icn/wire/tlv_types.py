@@ -52,6 +52,9 @@ SIG_SHA256_WITH_RSA = 1
 SIG_SHA256_WITH_ECDSA = 3
 SIG_HMAC_WITH_SHA256 = 4
 SIG_ED25519 = 5
+# NDN's NullSignature (python-ndn's SignatureType.NULL): an empty SignatureValue, for packets
+# whose integrity the links already check and that no one verifies (e.g. gradient chunks)
+SIG_NULL = 200
 
 # Content types
 CONTENT_BLOB = 0
