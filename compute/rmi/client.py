@@ -49,7 +49,7 @@ from icn.dataplane.endpoint import Endpoint, Verifier
 from icn.dataplane.handlers import Reply
 from icn.dataplane.path_limit import path_packet_limit
 from icn.dataplane.publish import SegmentedObject
-from icn.dataplane.segments import data_content
+from icn.dataplane.segments import data_content, fetch_signed
 from icn.errors import (
     DecodeError,
     IcnError,
@@ -552,13 +552,15 @@ class Client:
 
     async def _fetch(self, name: bytes, function: str, verify: Verifier | None = None) -> bytes:
         try:
-            return await self.ep.fetch_segments(
+            # a large result is signed once, by a manifest of its segments' digests
+            return await fetch_signed(
+                self.ep,
                 name,
+                verify or self.verify,
                 lifetime_ms=self.lifetime_ms,
                 retries=self.retries,
                 must_be_fresh=True,
                 window=16,
-                verify=verify or self.verify,
             )
         except (InterestNack, InterestTimeout) as exc:
             raise self._unavailable(exc, name, function) from None

@@ -69,7 +69,7 @@ from compute.rmi.wire import (
 )
 from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.handlers import Reply
-from icn.dataplane.publish import SegmentedObject
+from icn.dataplane.publish import SegmentedObject, signed_once
 from icn.dataplane.segments import fetch_segments
 from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, SecurityError
 from icn.security.keys import Identity
@@ -490,7 +490,7 @@ class RmiServer:
     def _keep_result(self, job: Job, content: bytes, signer: Signer | None) -> None:
         """Keep a finished job's answer for its thunk's polls (and answer those held)."""
         cfg = self.config
-        obj = SegmentedObject(
+        obj = signed_once(
             thunk_name(self.prefix, job.token),
             content,
             freshness=cfg.result_freshness_ms,
@@ -501,7 +501,7 @@ class RmiServer:
         self._answer_polls(job.token, now)
 
     def _remember(self, function: str, digest: str, content: bytes) -> None:
-        obj = SegmentedObject(
+        obj = signed_once(
             memo_name(self.prefix, function, digest),
             content,
             freshness=self.config.memo_freshness_ms,

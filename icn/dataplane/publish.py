@@ -32,7 +32,7 @@ from icn.wire.encode import DataParts, data_parts
 from icn.wire.name import component_ends, segment
 from icn.wire.packet import InterestView
 from icn.wire.signer import DIGEST_SHA256, DigestSha256Signer, Signer
-from icn.wire.tlv import Buffer, read_tl
+from icn.wire.tlv import Buffer, read_nni, read_tl
 
 # Content per segment: a segment with its name and signature stays under NDN's 8800-octet
 # packet limit, so stream faces carry it whole and UDP faces need at most a few fragments.
@@ -191,3 +191,38 @@ class SegmentedObject:
         if wire is not None:
             self.served += 1
             reply(wire)
+
+
+def signed_once(
+    prefix: bytes,
+    content: bytes,
+    *,
+    segment_size: int = DEFAULT_SEGMENT_SIZE,
+    freshness: int | None = None,
+    signer: Signer | None = DIGEST_SHA256,
+) -> SegmentedObject:
+    """A :class:`SegmentedObject` whose public-key signature is made once: with a manifest when
+    it spans more than one segment and ``signer`` signs with a public key (Ed25519, ECDSA, RSA),
+    else signed per segment as usual (one segment is one signature anyway; a digest or an HMAC
+    costs one hash per segment, as the manifest's digests do).  Fetch it with
+    :func:`~icn.dataplane.segments.fetch_signed`."""
+    return SegmentedObject(
+        prefix,
+        content,
+        segment_size=segment_size,
+        freshness=freshness,
+        signer=signer,
+        manifest=signer is not None and public_key_signer(signer) and len(content) > segment_size,
+    )
+
+
+# signatures that cost a public-key operation each, where a manifest pays (an HMAC or a digest
+# costs one hash of the segment, as the manifest's digest does)
+PUBLIC_KEY_TYPES = frozenset({T.SIG_SHA256_WITH_RSA, T.SIG_SHA256_WITH_ECDSA, T.SIG_ED25519})
+
+
+def public_key_signer(signer: Signer) -> bool:
+    """Whether ``signer`` makes a public-key signature (its SignatureInfo's SignatureType)."""
+    info = signer.signature_info()
+    typ, vstart, vend = read_tl(info, 0, len(info))
+    return typ == T.SIGNATURE_TYPE and read_nni(info, vstart, vend) in PUBLIC_KEY_TYPES

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from icn.dataplane.fetcher import Fetcher, FetchPolicy, fetch
-from icn.errors import DecodeError, InterestTimeout
+from icn.errors import DecodeError, InterestTimeout, ValidationError
+from icn.security.manifest import Manifest, manifest_name
 from icn.wire import tlv_types as T
 from icn.wire.name import segment, to_uri
 from icn.wire.packet import DataView
@@ -291,3 +292,54 @@ def segment_number(component: bytes | None) -> int | None:
         return read_nni(component, vstart, vend)
     except DecodeError:
         return None
+
+
+class _Manifested(ValidationError):
+    """A segment signed by its digest alone: its object is signed once, by a manifest."""
+
+
+async def fetch_signed(
+    ep: Endpoint,
+    name: bytes,
+    verify: Callable[[DataView], None] | None,
+    **options: Any,
+) -> bytes:
+    """:func:`fetch_segments` of an unversioned object its producer signed once or per segment
+    (see :func:`~icn.dataplane.publish.signed_once`): each segment must pass ``verify``, unless
+    it is signed by its digest alone; then the object's manifest is fetched and must pass
+    ``verify`` (one signature checked), and every segment must match its digest in it.  A forged
+    digest segment gains nothing: it only sends the consumer to the manifest, which the producer
+    signed.  ``options`` go to :func:`fetch_segments` (window, lifetime_ms, retries...)."""
+    if verify is None:
+        return await fetch_segments(ep, name, **options)
+    check = verify
+    manifest = manifest_name(name)
+
+    def per_segment(dv: DataView) -> None:
+        # (a cache may answer the CanBePrefix Interest for the object with its manifest's
+        # first segment, named under it: the object is manifested, then)
+        if signature_type(dv) == T.SIG_DIGEST_SHA256 or dv.name.startswith(manifest):
+            raise _Manifested("a segment signed by its digest")
+        check(dv)
+
+    try:
+        return await fetch_segments(ep, name, verify=per_segment, **options)
+    except _Manifested:
+        pass
+    listed = Manifest.decode(await fetch_segments(ep, manifest, verify=verify, **options))
+    # the segments by their exact names, from segment 0: the object's name alone could again
+    # be answered with the manifest
+    first = name + segment(0)
+    return await fetch_segments(ep, first, verify=lambda dv: listed.check(name, dv), **options)
+
+
+def signature_type(dv: DataView) -> int | None:
+    """The SignatureType of a parsed Data packet (None if it has no SignatureInfo)."""
+    start, end = dv.sig_info_start, dv.sig_info_end
+    wire = dv.wire
+    while 0 <= start < end:
+        typ, vstart, vend = read_tl(wire, start, end)
+        if typ == T.SIGNATURE_TYPE:
+            return read_nni(wire, vstart, vend)
+        start = vend
+    return None
