@@ -183,6 +183,15 @@ class Fabric:
     def argv(self, node: str, argv: list[str]) -> list[str]:
         return self.backend.argv_for(node, argv)
 
+    def tcp_retransmissions(self) -> int:
+        """TCP segments re-sent so far, all namespaces together (their /proc/net/snmp)."""
+        total = 0
+        for node in self.scenario.nodes:
+            text = run_command(["ip", "netns", "exec", self.ns(node), "cat", "/proc/net/snmp"])
+            head, values = [ln.split() for ln in text.splitlines() if ln.startswith("Tcp:")][:2]
+            total += int(values[head.index("RetransSegs")])
+        return total
+
     def uplink_bytes(self) -> dict[str, tuple[int, int]]:
         """Per rack: bytes its uplink's rack end has sent (up) and received (down)."""
         out = {}
@@ -209,6 +218,7 @@ class Cell:
     up: float  # bytes per round per uplink, rack to spine (both racks averaged)
     down: float
     cpu: dict[str, float]  # CPU seconds per round: forwarders, workers
+    retx: float = 0.0  # TCP segments re-sent per round, all namespaces
     jobs: list[float] = field(default_factory=list)  # two jobs at once: each one's median
 
     @property
@@ -367,11 +377,11 @@ async def measure(
 
     for replies in await each({"cmd": "warm", "mib": mib}):
         check(kind, mib, ref, replies)
-    link0 = fabric.uplink_bytes()
+    link0, retx0 = fabric.uplink_bytes(), fabric.tcp_retransmissions()
     cpu0 = {role: sum(cpu_seconds(pid)) for role, pid in pids.items()}
     timed = await each({"cmd": "time", "repeat": args.repeat})
     cpu1 = {role: sum(cpu_seconds(pid)) for role, pid in pids.items()}
-    link1 = fabric.uplink_bytes()
+    link1, retx1 = fabric.uplink_bytes(), fabric.tcp_retransmissions()
     per_job = []
     for replies in timed:
         check(kind, mib, ref, replies)
@@ -382,7 +392,7 @@ async def measure(
     cpu = {"fwd": sum(cpu1[k] - cpu0[k] for k in pids) / args.repeat}
     cpu["workers"] = sum(r["cpu"] for replies in timed for r in replies) / args.repeat
     each_job = [statistics.median(ts) for ts in per_job] if len(jobs) > 1 else []
-    cell = Cell(rounds, up, down, cpu, each_job)
+    cell = Cell(rounds, up, down, cpu, (retx1 - retx0) / args.repeat, each_job)
     print(
         f"  {mib} MiB {mode}: {cell.seconds:.2f} s (rounds: "
         f"{', '.join(f'{t:.2f}' for t in rounds)}), uplink up {up / MiB:.1f} MiB down "
@@ -396,7 +406,7 @@ async def measure(
 def print_table(cells: dict[tuple[float, int], dict[str, Cell]]) -> None:
     head = (
         f"{'Mbit/s':>6} {'size':>6}  {'mode':<10} | {'s':>6} {'/ gloo':>6} | "
-        f"{'uplink MiB: up':>14} {'down':>5} | {'cpu s: fwd':>10} {'workers':>7}"
+        f"{'uplink MiB: up':>14} {'down':>5} {'retx':>6} | {'cpu s: fwd':>10} {'workers':>7}"
     )
     print(head)
     print("-" * len(head))
@@ -416,14 +426,16 @@ def print_table(cells: dict[tuple[float, int], dict[str, Cell]]) -> None:
                 )
             print(
                 f"{mbit:>6g} {f'{mib} MiB':>6}  {mode:<10} | {c.seconds:>6.2f} {ratio} | "
-                f"{c.up / MiB:>14.1f} {c.down / MiB:>5.1f} | {fwd:>10} {c.cpu['workers']:>7.2f}"
+                f"{c.up / MiB:>14.1f} {c.down / MiB:>5.1f} {c.retx:>6.0f} | {fwd:>10} "
+                f"{c.cpu['workers']:>7.2f}"
                 f"{jobs}"
             )
     print(
         "Mbit/s: each worker link's rate; s: median over rounds of the slowest worker's time;\n"
         "  / gloo: time ratio, below 1 favours ours\n"
         "uplink MiB: bytes per allreduce on a rack's uplink (IP and TCP headers included),\n"
-        "  from the rack end's interface counters, both racks averaged\n"
+        "  from the rack end's interface counters, both racks averaged; retx: TCP segments\n"
+        "  re-sent per allreduce in all namespaces (their /proc/net/snmp)\n"
         "cpu s: CPU time per allreduce of the three forwarders (aggregators in them) and of\n"
         "  all workers' allreduce calls\n"
         f"{TWO_JOBS}: two jobs (8 workers each, one per namespace) at once over the same\n"

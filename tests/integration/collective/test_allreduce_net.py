@@ -72,7 +72,8 @@ def test_racks_aggregate_and_one_sum_crosses_each_uplink(workdir: Path) -> None:
         stop(proc)
     assert proc.returncode == 0, out
     # every result was checked bit for bit by the bench (a wrong one fails the run)
-    row = re.search(r"^\s*400 +1 MiB +in-network \| +[\d.]+ +\| +([\d.]+) +([\d.]+) \|", out, re.M)
+    pattern = r"^\s*400 +1 MiB +in-network \| +[\d.]+ +\| +([\d.]+) +([\d.]+) +\d+ \|"
+    row = re.search(pattern, out, re.M)
     assert row is not None, out
     up, down = float(row.group(1)), float(row.group(2))
     # a rack sends its partial sum up and gets the sum down once, whatever its worker count:
