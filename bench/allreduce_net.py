@@ -256,11 +256,8 @@ async def start_forwarders(
         for plan_path in plans:
             argv += ["--plan", str(plan_path)]
         argv += ["--node", node, "--lifetime-ms", str(lifetime_ms)]
-        # a slow worker is waited for: the benchmark measures, its deadline catches the dead.
-        # A rack is bypassed only after 30 s of silence: the spine asks a rack for up to 8 MiB
-        # of partials at once, which take 2.7 s to cross a 25 Mbit/s uplink, and the
-        # default 2 s would bypass a live rack (pulling its workers' chunks over the same link)
-        argv += ["--member-timeout", "300", "--bypass-after", "30"]
+        # a slow worker is waited for: the benchmark measures, its deadline catches the dead
+        argv += ["--member-timeout", "300"]
         if profile is not None and node == RACKS[0]:
             argv += ["--profile", str(profile / f"fwd-{node}.prof")]
         hosts[node] = group.start(node, fabric.argv(node, argv), CHILD_ENV)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import Counter, deque
 from typing import Any
 
@@ -60,6 +61,7 @@ class Aggregator:
         self.bypass_after = bypass_after
         self.counters: Counter[str] = Counter()
         self.gone: set[str] = set()  # child aggregators that answered with a Nack: bypassed
+        self._heard: dict[str, float] = {}  # child aggregator -> when it last answered a chunk
         prefix = self.names.sum_prefix() if node == plan.root else self.names.agg_prefix(node)
         self.publisher = ChunkPublisher(
             ep,
@@ -168,19 +170,21 @@ class Aggregator:
                 ) from None
             return read_part(content, f"worker {kid}")
         loop = asyncio.get_running_loop()
-        if kid not in self.gone:
-            name = JobNames.piece(self.names.agg_prefix(kid), *key)
+        name = JobNames.piece(self.names.agg_prefix(kid), *key)
+        wait, lifetime_ms = self.bypass_after, min(self.lifetime_ms, int(self.bypass_after * 1000))
+        while kid not in self.gone:
             try:
                 # a live child answers within its own member timeout (its error included);
                 # silence for bypass_after means dead or stuck: pull its children instead
                 content = await fetch_one(
                     self.ep,
                     name,
-                    lifetime_ms=min(self.lifetime_ms, int(self.bypass_after * 1000)),
-                    until=loop.time() + self.bypass_after,
+                    lifetime_ms=lifetime_ms,
+                    until=loop.time() + wait,
                     counters=self.counters,
                     nack_gives_up=True,
                 )
+                self._heard[kid] = loop.time()
                 return read_part(content, f"aggregator {kid}")
             except InterestNack:
                 if kid not in self.gone:
@@ -191,7 +195,20 @@ class Aggregator:
                     )
                 self.gone.add(kid)
             except InterestTimeout:
+                # not silence if it answered other chunks during this wait: on a slow link
+                # its answers queue behind each other, and a bypass would pull its children's
+                # chunks over that same link.  Ask again, up to the member timeout
+                now = loop.time()
+                if now - self._heard.get(kid, -math.inf) < wait and now < until:
+                    self.counters["slow_child_waited"] += 1
+                    # each time twice as long, the Interest living as long as the wait: one
+                    # that expires while its answer waits in the link's queue has that answer
+                    # dropped on arrival, and asked for again behind everything else
+                    wait = min(2 * wait, max(until - now, self.bypass_after))
+                    lifetime_ms = int(wait * 1000)
+                    continue
                 self.counters["bypass_slow"] += 1
+                break
         self.counters["chunks_bypassed"] += 1
         # the bypass starts the members' clock again: a straggler under a dead aggregator
         # gets the whole member timeout, and a dead worker is named, not its neighbours
