@@ -75,6 +75,7 @@ from bench.allreduce import (  # noqa: E402
     all_request,
     check,
     cpu_seconds,
+    parse_ints,
     references,
     start_worker,
 )
@@ -493,12 +494,6 @@ def parse_rates(text: str) -> list[float]:
     if not rates or min(rates) <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: write rates in Mbit/s separated by commas")
     return rates
-
-
-def parse_ints(text: str) -> list[int]:
-    from bench.allreduce import parse_ints as ints
-
-    return ints(text)
 
 
 def parse_modes(text: str) -> list[str]:

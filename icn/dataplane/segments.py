@@ -334,12 +334,16 @@ async def fetch_signed(
 
 
 def signature_type(dv: DataView) -> int | None:
-    """The SignatureType of a parsed Data packet (None if it has no SignatureInfo)."""
+    """The SignatureType of a parsed Data packet (None if it has no SignatureInfo, or one that
+    does not decode: the signature check then says what is wrong with it)."""
     start, end = dv.sig_info_start, dv.sig_info_end
     wire = dv.wire
-    while 0 <= start < end:
-        typ, vstart, vend = read_tl(wire, start, end)
-        if typ == T.SIGNATURE_TYPE:
-            return read_nni(wire, vstart, vend)
-        start = vend
+    try:
+        while 0 <= start < end:
+            typ, vstart, vend = read_tl(wire, start, end)
+            if typ == T.SIGNATURE_TYPE:
+                return read_nni(wire, vstart, vend)
+            start = vend
+    except DecodeError:
+        return None
     return None
