@@ -51,6 +51,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,9 @@ if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside 
 
 from apps.stream_demo import scale  # noqa: E402
 
-IMPLS = ("ours", "ours-procs", "bytewax", "asyncio")
-OURS = ("ours", "ours-procs")
+IMPLS = ("ours", "ours-vec", "ours-procs", "ours-procs-vec", "bytewax", "asyncio")
+OURS = ("ours", "ours-vec", "ours-procs", "ours-procs-vec")
+HEADLINE = "ours-procs-vec"  # the last line's: one process per operator, the vectorized map
 BATCH = 1024  # records per source batch, in every implementation
 QUEUE = 64  # batches a queue of the asyncio pipeline holds
 SIZE_MS = 1000  # the tumbling window
@@ -245,7 +247,12 @@ def timeout_for(spec: Spec) -> float:
 # ---- ours -----------------------------------------------------------------------------------
 
 
-def graph_data(spec: Spec, sink_path: Path) -> dict[str, Any]:
+def graph_data(spec: Spec, sink_path: Path, vectorized: bool) -> dict[str, Any]:
+    scaled: dict[str, Any] = {"name": "scaled", "type": "map", "input": "gen"}
+    if vectorized:
+        scaled.update(fn="apps.stream_demo:scale_columns", vectorized=True)
+    else:
+        scaled.update(fn="apps.stream_demo:scale")
     return {
         "flow": "/bench",
         "settings": {"batch_bytes": 262144, "window": 32, "buffer": 64},
@@ -259,7 +266,7 @@ def graph_data(spec: Spec, sink_path: Path) -> dict[str, Any]:
                 "batch": BATCH,
                 "fn": "bench.stream:make_record",
             },
-            {"name": "scaled", "type": "map", "input": "gen", "fn": "apps.stream_demo:scale"},
+            scaled,
             {"name": "keyed", "type": "key_by", "input": "scaled", "field": "sensor"},
             {
                 "name": "means",
@@ -283,7 +290,7 @@ def file_results(path: Path) -> list[tuple[int, str, float]]:
     return out
 
 
-async def run_ours(spec: Spec, workdir: Path) -> float:
+async def run_ours(spec: Spec, workdir: Path, vectorized: bool) -> float:
     """The graph on one in-process forwarder; returns CPU seconds."""
     from apps.inproc import attach_endpoint
     from compute.stream.flow import FlowRun
@@ -292,7 +299,7 @@ async def run_ours(spec: Spec, workdir: Path) -> float:
     from forwarder.daemon import ForwarderDaemon
     from icn.dataplane.endpoint import Endpoint
 
-    graph = parse_graph(graph_data(spec, workdir / "ours.jsonl"), "bench/stream.py")
+    graph = parse_graph(graph_data(spec, workdir / "ours.jsonl", vectorized), "bench/stream.py")
     daemon = ForwarderDaemon(config_from_dict({"listen": {}}))
     await daemon.start()
 
@@ -311,11 +318,13 @@ async def run_ours(spec: Spec, workdir: Path) -> float:
         await daemon.stop()
 
 
-def ours(spec: Spec, ref: dict[tuple[int, str], float], workdir: Path) -> Measured:
+def ours(
+    spec: Spec, ref: dict[tuple[int, str], float], workdir: Path, vectorized: bool = False
+) -> Measured:
     from apps.loop import run_loop
 
     last = prepare(spec)
-    cpu = run_loop(run_ours(spec, workdir))
+    cpu = run_loop(run_ours(spec, workdir, vectorized))
     check("ours", [r[:3] for r in RECEIVED], ref)
     check("ours (file sink)", file_results(workdir / "ours.jsonl"), ref)
     return measure(spec, last, MADE, RECEIVED, cpu)
@@ -330,7 +339,9 @@ def cpu_seconds(pid: int) -> float:
         return math.nan
 
 
-def ours_procs(spec: Spec, ref: dict[tuple[int, str], float], workdir: Path) -> Measured:
+def ours_procs(
+    spec: Spec, ref: dict[tuple[int, str], float], workdir: Path, vectorized: bool = False
+) -> Measured:
     """One process per operator and a forwarder process (Unix socket)."""
     from apps.procs import ProcessGroup, icn_argv
 
@@ -338,7 +349,8 @@ def ours_procs(spec: Spec, ref: dict[tuple[int, str], float], workdir: Path) -> 
     sock = workdir / "fwd.sock"
     graph = workdir / "graph.yaml"
     sink_path = workdir / "procs.jsonl"
-    graph.write_text(json.dumps(graph_data(spec, sink_path)))  # JSON is YAML
+    data = graph_data(spec, sink_path, vectorized)
+    graph.write_text(json.dumps(data))  # JSON is YAML
     stamps = workdir / "stamps"
     path = os.pathsep.join(filter(None, (str(ROOT), os.getenv("PYTHONPATH"))))
     env = {"PYTHONPATH": path, SPEC_ENV: spec.env(), OUT_ENV: str(stamps)}
@@ -347,7 +359,7 @@ def ours_procs(spec: Spec, ref: dict[tuple[int, str], float], workdir: Path) -> 
         fwd = group.start("fwd", icn_argv("fwd", "--unix", str(sock)), env={"PYTHONPATH": path})
         fwd.wait_for("forwarder ready", stream="stderr")
         fwd_cpu0 = cpu_seconds(fwd.pid)
-        ops = [op["name"] for op in graph_data(spec, sink_path)["operators"]]
+        ops = [op["name"] for op in data["operators"]]
         children = []
         for op in reversed(ops):  # readers first: the source's first batches find them there
             argv = icn_argv("flow", "run", str(graph), "--connect", f"unix://{sock}")
@@ -561,7 +573,9 @@ def plain_asyncio(spec: Spec, ref: dict[tuple[int, str], float], workdir: Path) 
 
 RUNNERS: dict[str, Callable[[Spec, dict[tuple[int, str], float], Path], Measured]] = {
     "ours": ours,
+    "ours-vec": partial(ours, vectorized=True),
     "ours-procs": ours_procs,
+    "ours-procs-vec": partial(ours_procs, vectorized=True),
     "bytewax": bytewax,
     "asyncio": plain_asyncio,
 }
@@ -570,7 +584,9 @@ RUNNERS: dict[str, Callable[[Spec, dict[tuple[int, str], float], Path], Measured
 def label(impl: str, bw_version: str | None) -> str:
     return {
         "ours": "ours (1 process)",
+        "ours-vec": "ours (1 process, vec)",
         "ours-procs": "ours (process per op)",
+        "ours-procs-vec": "ours (procs, vec map)",
         "bytewax": f"bytewax {bw_version}",
         "asyncio": "asyncio queues",
     }[impl]
@@ -596,8 +612,9 @@ def print_table(rows: dict[str, Measured], bw_version: str | None) -> None:
     pairs: list[tuple[str, str]] = [
         (a, b) for a in OURS for b in ("bytewax", "asyncio") if a in rows and b in rows
     ]
-    if "ours" in rows and "ours-procs" in rows:
-        pairs.append(("ours-procs", "ours"))
+    for a, b in (("ours-procs", "ours"), ("ours-vec", "ours"), ("ours-procs-vec", "ours-procs")):
+        if a in rows and b in rows:
+            pairs.append((a, b))
     if pairs:
         print(f"{'ratio':<24}{'records/s':>12}{'p50':>10}{'p99':>10}{'CPU':>8}")
     for a, b in pairs:
@@ -665,7 +682,14 @@ def main(argv: list[str] | None = None) -> int:
         f"all equal to the reference); ours and asyncio on {loop_name}; "
         f"median of {args.repeat}"
     )
-    print_table({impl: median_of(ms) for impl, ms in runs.items()}, bw_version)
+    rows = {impl: median_of(ms) for impl, ms in runs.items()}
+    print_table(rows, bw_version)
+    if HEADLINE in rows and "bytewax" in rows:
+        x, y = rows[HEADLINE], rows["bytewax"]
+        print(
+            f"ours-procs/bytewax records/s: {x.rate / y.rate:.2f}, p50: {x.p50 / y.p50:.2f}, "
+            f"CPU: {x.cpu / y.cpu:.2f} (one process per operator, vectorized map)"
+        )
     return 0
 
 

@@ -107,16 +107,19 @@ class _OneInput(_Op):
 class MapOp(_OneInput):
     type: Literal["map"]
     fn: Callable
+    vectorized: bool = Field(False, description="fn takes and returns a batch's columns")
 
 
 class FilterOp(_OneInput):
     type: Literal["filter"]
     fn: Callable
+    vectorized: bool = Field(False, description="fn takes and returns a batch's columns")
 
 
 class FlatMapOp(_OneInput):
     type: Literal["flat_map"]
     fn: Callable
+    vectorized: bool = Field(False, description="fn takes and returns a batch's columns")
 
 
 class KeyByOp(_OneInput):

@@ -186,7 +186,7 @@ class Inlet:
         if seq >= self.next_deliver and seq not in self._got:
             self._got[seq] = batch
             self.counters["batches_in"] += 1
-            self.counters["records_in"] += len(batch.records)
+            self.counters["records_in"] += len(batch)
         if batch.end:
             self._end_seq = seq if self._end_seq is None else min(self._end_seq, seq)
             for other in self.fetcher.window.in_flight_keys():

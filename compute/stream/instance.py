@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compute.stream.batch import NO_WATERMARK, Batch, Record, encode_batches
+from compute.stream.batch import NO_WATERMARK, Batch, Output, encode_batches, output_records
 from compute.stream.checkpoint import Checkpoints, Entry
 from compute.stream.graph import (
     SINKS,
@@ -224,7 +224,7 @@ class Instance:
             )
         self.done.set()
 
-    async def _one_step(self) -> tuple[list[Record], int, bool]:
+    async def _one_step(self) -> tuple[Output, int, bool]:
         if self.source is not None:
             return await self.source.step()
         batches: list[Batch] = [await inlet.get() for inlet in self.inlets]
@@ -234,9 +234,9 @@ class Instance:
             return [r for b in batches for r in b.records], watermark, ended
         return self.step.run(batches, watermark, ended), watermark, ended
 
-    async def _emit(self, records: list[Record], watermark: int, end: bool) -> None:
+    async def _emit(self, records: Output, watermark: int, end: bool) -> None:
         if self.sink is not None:
-            await self.sink.write(records)
+            await self.sink.write(output_records(records))
             return
         assert self.outbox is not None
         self.counters["records"] += len(records)

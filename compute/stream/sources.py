@@ -18,13 +18,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compute.stream.batch import END_OF_TIME, NO_WATERMARK, Record
+import numpy as np
+
+from compute.stream.batch import END_OF_TIME, NO_WATERMARK, Output, Record
+from compute.stream.columns import Columns, column
 from compute.stream.errors import StreamError
 from compute.stream.graph import FileSource, GeneratorSource, MqttSource
 from compute.stream.operators import load_fn
 
 log = logging.getLogger(__name__)
-Step = tuple[list[Record], int, bool]
+Step = tuple[Output, int, bool]
 
 
 def parse_broker(broker: str, where: str) -> tuple[str, int]:
@@ -106,21 +109,26 @@ class Generated(Source):
             if due > now:
                 await asyncio.sleep(due - now)
             count = min(count, max(1, int(self.rate * 0.05)))  # batches of about 50 ms
-        records: list[Record] = []
         eps, start, key_field = op.events_per_second, op.start, op.key_field
-        g = self.p + self.local * self.n
-        for _ in range(count):
-            value = self.value(g)
-            t = start + int(g * 1000 / eps)
-            key = value.get(key_field) if key_field and isinstance(value, dict) else None
-            records.append([t, key, value])
-            g += self.n
+        g, n = self.p + self.local * self.n, self.n
+        stop = g + count * n
+        values = list(map(self.value, range(g, stop, n)))
+        if g >= 0 and stop * 1000 < 2**53:
+            # as int(i * 1000 / eps) below: int64 * 1000 is exact, as is its float64 here
+            ts = (np.arange(g, stop, n, dtype=np.int64) * 1000 / eps).astype(np.int64) + start
+        else:
+            ts = np.array([start + int(i * 1000 / eps) for i in range(g, stop, n)], np.int64)
+        key = None
+        if key_field:
+            keys = [v.get(key_field) if isinstance(v, dict) else None for v in values]
+            key = None if keys.count(None) == len(keys) else column(keys)
+        cols = Columns.from_values(ts.reshape(count), key, values)
         self.local += count
         end = self.mine is not None and self.local >= self.mine
         if end:
-            return records, END_OF_TIME, True
-        last = start + int((g - self.n) * 1000 / eps) if self.local else NO_WATERMARK
-        return records, last - round(op.max_delay * 1000), False
+            return cols, END_OF_TIME, True
+        last = start + int((stop - n) * 1000 / eps) if self.local else NO_WATERMARK
+        return cols, last - round(op.max_delay * 1000), False
 
 
 def _number(text: str) -> Any:

@@ -17,9 +17,13 @@ from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from typing import Any
 
+import numpy as np
+
 from compute.stream.aggregates import Aggregate
 
 MIN_WATERMARK = -(2**63)  # before any watermark: no window has fired
+FOLDED_KINDS = ("count", "sum", "mean", "min", "max")  # aggregates add_columns folds
+SAFE_T = 2**62  # event times add_columns takes (start + size stays within int64)
 MAX_WATERMARK = 2**63 - 1  # after flush(): the end of the stream (both fit msgpack's int64)
 SNAPSHOT_VERSION = 1
 
@@ -194,6 +198,114 @@ class WindowState:
                     out.append(late)
         return out
 
+    def add_columns(self, keys: Any, ts: np.ndarray, values: Any) -> bool:
+        """Folds a batch at once: ``keys`` a column (list or array, None: every key None),
+        ``ts`` int64 event times, ``values`` the aggregated numbers (an int64 or float64
+        array; anything for ``count``).  The same accumulators, in the same order of keys and
+        with the same bits, as ``add`` per record in row order: sums are folded left to right
+        from the accumulator (``np.add.at`` adds in index order, unbuffered).  Returns False,
+        having changed nothing, where it does not apply (the caller adds per record): sliding
+        windows, late records, a reduce, non-numeric values, float zeros or NaN for min/max
+        (which of equal values is kept), int sums that could leave int64, or state that
+        would pass ``max_open_windows``."""
+        n = len(ts)
+        kind = getattr(self.aggregate, "kind", "")
+        if not n:
+            return True
+        if not self._tumbling or kind not in FOLDED_KINDS:
+            return False
+        if kind != "count":
+            if not isinstance(values, np.ndarray) or values.dtype.kind not in "if":
+                return False
+            if (
+                kind in ("min", "max")
+                and values.dtype.kind == "f"
+                and ((values == 0).any() or np.isnan(values).any())
+            ):
+                return False
+        if int(ts.min()) <= -SAFE_T or int(ts.max()) >= SAFE_T:
+            return False
+        size = self._size
+        starts = ts - ts % size
+        if int(starts.min()) + size <= self._wm:
+            return False  # a late record: folded per record, with its updated result
+        try:
+            codes, uniq = _factorize(keys, n)
+        except TypeError:  # an unhashable key: add() names it
+            return False
+        first_start = int(starts[0])
+        if (starts == first_start).all():
+            gid, group_starts = codes, None
+        else:
+            starts_u, starts_code = np.unique(starts, return_inverse=True)
+            gid = starts_code * len(uniq) + codes
+            group_starts = starts_u.tolist()
+        groups, first, inverse = np.unique(gid, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # groups by first row: keys first seen
+        slots: list[tuple[int, Any, Any]] = []  # (start, key, acc or _MISSING), group order
+        fresh = 0
+        nkeys = len(uniq)
+        for g in groups.tolist():
+            start = first_start if group_starts is None else group_starts[g // nkeys]
+            key = uniq[g % nkeys]
+            accs = self._windows.get(start)
+            acc = _MISSING if accs is None else accs.get(key, _MISSING)
+            fresh += acc is _MISSING
+            slots.append((start, key, acc))
+        if self._open + fresh > self.max_open_windows:
+            return False
+        folded = self._fold_groups(kind, slots, inverse, values)
+        if folded is None:
+            return False
+        self._records += n
+        for i in order.tolist():
+            start, key, acc = slots[i]
+            accs = self._windows.get(start)
+            if accs is None:
+                accs = self._windows[start] = {}
+                heappush(self._pending, start)
+            if acc is _MISSING:
+                self._open += 1
+            accs[key] = folded[i]
+        return True
+
+    def _fold_groups(
+        self, kind: str, slots: list[tuple[int, Any, Any]], inverse: np.ndarray, values: Any
+    ) -> list[Any] | None:
+        """Each group's accumulator after its rows (None: not exactly representable here)."""
+        g = len(slots)
+        old = [self._create() if acc is _MISSING else acc for _, _, acc in slots]
+        if kind == "count":
+            counts = np.bincount(inverse, minlength=g).tolist()
+            return [a + c for a, c in zip(old, counts, strict=True)]
+        if kind in ("sum", "mean"):
+            sums = [a[0] for a in old] if kind == "mean" else old
+            folded = _fold_sums(sums, inverse, values)
+            if folded is None:
+                return None
+            if kind == "sum":
+                return folded
+            counts = np.bincount(inverse, minlength=g).tolist()
+            return [[s, a[1] + c] for s, a, c in zip(folded, old, counts, strict=True)]
+        # min, max: each group's extreme, then compared with the accumulator as add() does
+        is_min = kind == "min"
+        if values.dtype.kind == "f":
+            fill = np.inf if is_min else -np.inf
+        else:
+            info = np.iinfo(np.int64)
+            fill = info.max if is_min else info.min
+        ext = np.full(g, fill, dtype=values.dtype)
+        (np.minimum if is_min else np.maximum).at(ext, inverse, values)
+        out: list[Any] = []
+        for acc, x in zip(old, ext.tolist(), strict=True):
+            acc = list(acc)
+            if not acc:
+                acc.append(x)
+            elif (x < acc[0]) if is_min else (x > acc[0]):
+                acc[0] = x
+            out.append(acc)
+        return out
+
     def _fold(self, start: int, key: Hashable, value: Any, fired: bool) -> bool:
         """Folds into window ``start``'s accumulator of ``key``; False when state is full."""
         accs = self._windows.get(start)
@@ -305,3 +417,43 @@ class WindowState:
         heapify(state._pending)
         heapify(state._fired)
         return state
+
+
+def _factorize(keys: Any, n: int) -> tuple[np.ndarray, list[Any]]:
+    """(code of each row's key, the keys by code) with dict equality, as the per-record
+    path's dict lookups; TypeError for an unhashable key."""
+    if keys is None:
+        return np.zeros(n, dtype=np.int64), [None]
+    items = keys.tolist() if isinstance(keys, np.ndarray) else keys
+    index = dict.fromkeys(items)  # first seen first; a dict's equality, as the per-record path
+    for code, k in enumerate(index):
+        index[k] = code
+    codes = np.array(list(map(index.__getitem__, items)), dtype=np.int64).reshape(n)
+    return codes, list(index)
+
+
+def _fold_sums(sums: list[Any], inverse: np.ndarray, values: np.ndarray) -> list[Any] | None:
+    """Each group's sum folded left to right from ``sums`` over its rows of ``values``, with
+    the types ``+`` gives (int + int an int; a float on either side a float); None when that
+    cannot be done exactly in one numpy type."""
+    types = set(map(type, sums))
+    if not types <= {int, float}:
+        return None
+    if values.dtype.kind == "f" or types == {float}:
+        # float + int is float + float(int) in Python too
+        try:
+            seed = np.array([float(s) for s in sums], dtype=np.float64)
+        except OverflowError:
+            return None
+        np.add.at(seed, inverse, values.astype(np.float64, copy=False))
+        return seed.tolist()  # type: ignore[no-any-return]
+    if types != {int}:
+        return None  # int values onto int and float sums: two types of result
+    # ints: exact while nothing can leave int64
+    low, high = int(values.min()), int(values.max())
+    bound = max(abs(s) for s in sums) + len(values) * max(abs(low), abs(high))
+    if bound >= 2**62:
+        return None
+    seed = np.array(sums, dtype=np.int64)
+    np.add.at(seed, inverse, values)
+    return seed.tolist()  # type: ignore[no-any-return]
