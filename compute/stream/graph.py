@@ -9,6 +9,7 @@ after a restart sees the same batches in the same order), and who consumes a str
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -90,7 +91,9 @@ class MqttSource(_Source):
     topic: str
     qos: Literal[0, 1] = 1
     format: Literal["json", "raw"] = "json"
-    linger: Duration = Field(0.05, description="how long a batch waits to fill")
+    linger: Duration | None = Field(
+        None, description="how long a batch waits to fill (none: the graph's settings.linger)"
+    )
     client_id: str | None = None
     idle_watermark: Duration | None = Field(
         None, description="with no message for this long, event time follows the clock"
@@ -232,6 +235,12 @@ class Settings(_Strict):
     batch_bytes: int = Field(8000, ge=512, le=4 * 1024 * 1024 - 8192)
     window: int = Field(32, ge=1, le=4096, description="Interests in flight per input, at most")
     buffer: int = Field(64, ge=2, le=1_000_000, description="batches ahead of the slowest reader")
+    lead: Duration = Field(
+        0.05, gt=0, description="seconds an output runs ahead of its slowest reader, at most"
+    )
+    linger: Duration = Field(
+        0.005, ge=0, description="seconds a source waits to fill a batch before sending it"
+    )
     lifetime: Duration = Field(2.0, description="Interest lifetime")
     checkpoint: Duration | None = Field(None, description="seconds between checkpoints")
     state_dir: str | None = Field(None, description="where checkpoints go (default: ./state)")
@@ -302,6 +311,28 @@ class Graph:
                 n = self.partitions[name]
                 streams += [(up, q) for q in range(n_up) if q % n == p]
         return streams
+
+    def watermark_step(self, name: str) -> int | None:
+        """The event time (ms) between the watermarks that matter downstream of ``name``:
+        every window end, and every end + allowed lateness (when a window's state goes), of
+        the windows and joins after it is a multiple of it.  An output with no records need
+        not be sent unless its watermark enters a later step: no window downstream can tell
+        (it fires, and finds a record late, at the same records as if every watermark came).
+        None: nothing downstream looks at watermarks, so such an output is never needed."""
+        step = 0
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            current = todo.pop()
+            for op in self.ops.values():
+                if current in op.inputs() and op.name not in seen:
+                    seen.add(op.name)
+                    todo.append(op.name)
+                    if isinstance(op, WindowOp | JoinOp):
+                        size, slide = op.size_slide_ms()
+                        lateness = round(op.allowed_lateness * 1000)
+                        step = math.gcd(step, size, slide, lateness)
+        return step or None
 
     def consumers_of(self, stream: StreamId) -> list[str]:
         """Instance ids (``op.partition``) that read ``stream``; sinks have none."""

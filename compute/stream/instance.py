@@ -17,7 +17,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compute.stream.batch import NO_WATERMARK, Batch, Output, encode_batches, output_records
+from compute.stream.batch import (
+    END_OF_TIME,
+    NO_WATERMARK,
+    Batch,
+    Output,
+    encode_batches,
+    output_records,
+)
 from compute.stream.checkpoint import Checkpoints, Entry
 from compute.stream.graph import (
     SINKS,
@@ -42,6 +49,7 @@ from icn.dataplane.endpoint import Endpoint
 
 log = logging.getLogger(__name__)
 REPORT_EVERY = 0.05  # seconds between progress reports to producers (when there is progress)
+REPORTS_PER_LEAD = 4  # ... at most a quarter of the graph's lead, so producers keep running
 REPORT_IDLE = 0.5  # ... and at least this often (a restarted producer learns where we are)
 FINAL_REPORT = 5.0  # seconds an ended instance keeps telling its producers it is done
 
@@ -92,7 +100,9 @@ class Instance:
         self.step: Step | None = None
         n = graph.partitions[name]
         if isinstance(self.op, SOURCES):
-            self.source = make_source(self.op, self.id, partition, n, self.counters)
+            self.source = make_source(
+                self.op, self.id, partition, n, self.counters, graph.settings.linger
+            )
         elif isinstance(self.op, SINKS):
             self.sink = make_sink(self.op, self.id, partition, self.counters)
         else:
@@ -100,12 +110,24 @@ class Instance:
         self.log = SourceLog(base / f"{stem}.log") if self.source and self.source.logged else None
         self.in_pos = 0
         self.watermark = NO_WATERMARK
+        self.watermark_step = graph.watermark_step(name)
+        self._last_ckpt = 0.0  # when the newest checkpoint was saved
+        self._ckpt_pos = -1  # ... at which input position
+        self._ckpt_readers: dict[str, tuple[int, int]] = {}  # ... with these readers' positions
+        # True while run() waits for the next step's input: nothing of that step has touched
+        # the state yet, so a checkpoint taken then is one taken between two steps
+        self._waiting_input = False
         self.outbox: Outbox | None = None
         self.inlets: list[Inlet] = []
         self.done = asyncio.Event()  # every input consumed and (sinks) written
         self._reporter: asyncio.Future[None] | None = None
         self._last_report = (-1, -1)
         self._last_report_at = 0.0
+        # a producer stops `buffer` batches or `lead` seconds ahead of its slowest reader:
+        # report before either, and at most about once a step
+        settings = graph.settings
+        self._report_every = min(REPORT_EVERY, settings.lead / REPORTS_PER_LEAD)
+        self._report_steps = max(1, settings.buffer // REPORTS_PER_LEAD)
 
     @staticmethod
     def check(graph: Graph, name: str) -> None:
@@ -152,6 +174,7 @@ class Instance:
                 counters=self.counters,
                 next_seq=out_seq,
                 positions=readers,
+                lead=s.lead,
             )
             if self.log is not None:
                 for seq, content in sorted(self.log.load().items()):
@@ -192,22 +215,23 @@ class Instance:
 
     async def run(self) -> None:
         """Steps until every input has ended (forever for an endless source)."""
-        last_ckpt = time.monotonic()
+        self._last_ckpt = time.monotonic()
         if self.inlets:
             # kept up after the last step too, until close(): a lost final report is repeated
             self._reporter = asyncio.ensure_future(self._report_loop())
         while True:
             if self.outbox is not None:
                 await self.outbox.wait_room()
+            self._waiting_input = self.source is None
             records, watermark, end = await self._one_step()
+            self._waiting_input = False
             await self._emit(records, watermark, end)
             self.in_pos += 1
             self.watermark = max(self.watermark, watermark)
             self.counters["steps"] += 1
             now = time.monotonic()
-            if self.checkpoint_every and (end or now - last_ckpt >= self.checkpoint_every):
+            if self.checkpoint_every and (end or now - self._last_ckpt >= self.checkpoint_every):
                 self._checkpoint()
-                last_ckpt = now
             self._report()
             if end:
                 break
@@ -239,6 +263,9 @@ class Instance:
             await self.sink.write(output_records(records))
             return
         assert self.outbox is not None
+        if not len(records) and not end and not self._watermark_matters(watermark):
+            self.counters["watermarks_held"] += 1
+            return
         self.counters["records"] += len(records)
         for content in encode_batches(
             records,
@@ -255,8 +282,39 @@ class Instance:
         if self.log is not None:
             self.log.forget_below(self.outbox.low)
 
+    def _watermark_matters(self, watermark: int) -> bool:
+        """Whether an output with no records but this watermark must go (``watermark_step``
+        in graph.py).  Decided from the watermarks alone, so a replay after a restart sends
+        the same batches."""
+        step = self.watermark_step
+        if step is None or watermark <= self.watermark:
+            return False
+        if self.watermark == NO_WATERMARK or watermark >= END_OF_TIME:
+            return True
+        return watermark // step > self.watermark // step
+
+    def _checkpoint_idle(self) -> None:
+        """A checkpoint of the steps made since the last one, while no input comes.  Readers
+        wait for our checkpoints before their producers may drop batches, and an operator
+        that sends rarely (a window) makes its readers step rarely: without this, a sink's
+        last steps before a pause stay out of any checkpoint, and the producers back to the
+        source keep every batch since, until they stop for room, and the pause never ends.
+        Likewise when only our readers moved on: the restore point our producers may drop
+        batches behind is taken from the readers' positions saved in a checkpoint."""
+        readers = self.outbox.positions if self.outbox is not None else {}
+        if (
+            self.checkpoints is not None
+            and self._waiting_input
+            and (self.in_pos > self._ckpt_pos or readers != self._ckpt_readers)
+            and time.monotonic() - self._last_ckpt >= (self.checkpoint_every or 0)
+        ):
+            self.counters["checkpoints_idle"] += 1
+            self._checkpoint()
+
     def _checkpoint(self) -> None:
         assert self.checkpoints is not None
+        self._last_ckpt, self._ckpt_pos = time.monotonic(), self.in_pos
+        self._ckpt_readers = dict(self.outbox.positions) if self.outbox is not None else {}
         state: dict[str, Any] = {"wm": self.watermark}
         if self.step is not None:
             state["step"] = self.step.snapshot()
@@ -290,7 +348,13 @@ class Instance:
         position = (self.in_pos, self.durable)
         if not self.inlets or (
             not force
-            and (position == self._last_report or now - self._last_report_at < REPORT_EVERY)
+            and (
+                position == self._last_report
+                or (
+                    now - self._last_report_at < self._report_every
+                    and self.in_pos - self._last_report[0] < self._report_steps
+                )
+            )
         ):
             return
         for inlet in self.inlets:
@@ -299,6 +363,7 @@ class Instance:
 
     async def _report_loop(self) -> None:
         while True:
-            await asyncio.sleep(REPORT_EVERY)
+            await asyncio.sleep(self._report_every)
+            self._checkpoint_idle()
             idle = time.monotonic() - self._last_report_at >= REPORT_IDLE
             self._report(force=idle or self.in_pos > self._last_report[0])

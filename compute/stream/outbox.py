@@ -11,6 +11,7 @@ caches, so the producer cannot count readers from the batch Interests it sees.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import Counter
 from collections.abc import Callable
 
@@ -45,6 +46,7 @@ class Outbox:
         positions: dict[str, tuple[int, int]] | None = None,
         max_waiting: int = MAX_WAITING,
         clock: Callable[[], float] = _loop_time,
+        lead: float = math.inf,
     ) -> None:
         self.ep = ep
         self.stream = stream
@@ -54,7 +56,9 @@ class Outbox:
         # reader -> (consumed, durable); a reader not heard from yet has nothing
         known = positions or {}
         self.positions = {r: known.get(r, (0, 0)) for r in readers}
+        self.lead = lead
         self._wires: dict[int, bytes] = {}
+        self._put_at: dict[int, float] = {}  # when each batch no reader has consumed was put
         self._answered: set[int] = set()
         self.waiting: HoldingTable[int, Reply] = HoldingTable(max_waiting)
         self._clock = clock
@@ -84,7 +88,10 @@ class Outbox:
 
     async def wait_room(self) -> None:
         """Return once one more batch fits: fewer than ``buffer`` batches ahead of the slowest
-        reader, and fewer than ``buffer * 16`` kept for readers' checkpoints."""
+        reader, none of them put ``lead`` seconds ago or earlier (so a batch waits at most
+        about ``lead`` for that reader: latency bounded by time, not only by batches), and
+        fewer than ``buffer * 16`` kept for readers' checkpoints."""
+        self._update_room()  # the lead is a matter of time: look again
         while not self._room.is_set():
             self.counters["pushed_back"] += 1
             await self._room.wait()
@@ -103,6 +110,7 @@ class Outbox:
         wire = self.ep.make_data(FlowNames.batch(self.stream, seq), content)
         if self.positions:  # a stream nobody reads keeps nothing
             self._wires[seq] = wire
+            self._put_at[seq] = self._clock()
         self.counters["batches"] += 1
         if seq in self.waiting:
             for reply in self.waiting.publish(seq, self._clock()):
@@ -117,9 +125,14 @@ class Outbox:
         self._update_room()
 
     def _update_room(self) -> None:
-        ahead = self.next_seq - self.slowest
+        slowest = self.slowest
+        ahead = self.next_seq - slowest
         kept = self.next_seq - self.low
-        if ahead < self.buffer and kept < self.buffer * RETAIN_FACTOR:
+        put_at = self._put_at
+        while put_at and next(iter(put_at)) < slowest:  # in put order: consumed by all
+            del put_at[next(iter(put_at))]
+        stale = ahead > 0 and slowest in put_at and self._clock() - put_at[slowest] >= self.lead
+        if ahead < self.buffer and kept < self.buffer * RETAIN_FACTOR and not stale:
             self._room.set()
         else:
             self._room.clear()

@@ -50,6 +50,7 @@ class Source:
 
     def __init__(self, counters: Counter[str]) -> None:
         self.counters = counters
+        self.linger = 0.005  # seconds a batch may wait to fill (the graph's settings.linger)
 
     async def open(self) -> None:
         return None
@@ -108,11 +109,11 @@ class Generated(Source):
             due = self._t0 + (self.local - self._first) / self.rate
             if due > now:
                 await asyncio.sleep(due - now)
-            count = min(count, max(1, int(self.rate * 0.05)))  # batches of about 50 ms
+            count = min(count, max(1, int(self.rate * self.linger)))  # a batch per linger
         eps, start, key_field = op.events_per_second, op.start, op.key_field
         g, n = self.p + self.local * self.n, self.n
         stop = g + count * n
-        values = list(map(self.value, range(g, stop, n)))
+        values = list(map(self.fn or self.value, range(g, stop, n)))
         if g >= 0 and stop * 1000 < 2**53:
             # as int(i * 1000 / eps) below: int64 * 1000 is exact, as is its float64 here
             ts = (np.arange(g, stop, n, dtype=np.int64) * 1000 / eps).astype(np.int64) + start
@@ -175,7 +176,8 @@ class FromFile(Source):
         op = self.op
         records: list[Record] = []
         end = False
-        while len(records) < op.batch:
+        limit = op.batch if op.rate is None else min(op.batch, max(1, int(op.rate * self.linger)))
+        while len(records) < limit:
             row = next(self._rows, None)
             if row is None:
                 end = True
@@ -241,7 +243,7 @@ class FromMqtt(Source):
 
     async def step(self) -> Step:
         op = self.op
-        deadline = time.monotonic() + op.linger
+        deadline = time.monotonic() + (self.linger if op.linger is None else op.linger)
         messages: list[Any] = []
         while len(messages) < op.batch:
             left = deadline - time.monotonic()
@@ -283,11 +285,18 @@ class FromMqtt(Source):
         await self.client.close()
 
 
-def make_source(op: Any, instance: str, p: int, n: int, counters: Counter[str]) -> Source:
+def make_source(
+    op: Any, instance: str, p: int, n: int, counters: Counter[str], linger: float
+) -> Source:
+    """Partition ``p`` of ``n`` of source ``op``; ``linger``: the graph's settings.linger."""
+    source: Source
     if isinstance(op, GeneratorSource):
-        return Generated(op, p, n, counters)
-    if isinstance(op, FileSource):
-        return FromFile(op, counters)
-    if isinstance(op, MqttSource):
-        return FromMqtt(op, instance, counters)
-    raise TypeError(f"{op.name} is not a source")
+        source = Generated(op, p, n, counters)
+    elif isinstance(op, FileSource):
+        source = FromFile(op, counters)
+    elif isinstance(op, MqttSource):
+        source = FromMqtt(op, instance, counters)
+    else:
+        raise TypeError(f"{op.name} is not a source")
+    source.linger = linger
+    return source

@@ -153,3 +153,38 @@ def test_partition_of_is_stable_across_processes() -> None:
     assert partition_of(7, 4) == 3
     assert {partition_of(f"s{i}", 4) for i in range(50)} == {0, 1, 2, 3}
     assert partition_of(("a", 1), 4) == partition_of(("a", 1), 4)
+
+
+def test_watermark_step_is_the_gcd_of_the_window_boundaries_downstream() -> None:
+    from compute.stream.graph import parse_graph
+
+    graph = parse_graph(
+        {
+            "flow": "/w",
+            "operators": [
+                {"name": "gen", "type": "generator", "count": 10},
+                {"name": "m", "type": "map", "input": "gen", "fn": "apps.stream_demo:scale"},
+                {
+                    "name": "w1",
+                    "type": "window",
+                    "input": "m",
+                    "sliding": {"size": "1s", "slide": "300ms"},
+                    "aggregate": "count",
+                },
+                {
+                    "name": "w2",
+                    "type": "window",
+                    "input": "w1",
+                    "tumbling": "2s",
+                    "allowed_lateness": "250ms",
+                    "aggregate": "count",
+                },
+                {"name": "out", "type": "stdout", "input": "w2"},
+            ],
+        }
+    )
+    # w1's ends are multiples of gcd(1000, 300) = 100 ms; w2's of 2000, its purges of 250
+    assert graph.watermark_step("gen") == 50
+    assert graph.watermark_step("m") == 50
+    assert graph.watermark_step("w1") == 250
+    assert graph.watermark_step("w2") is None  # only a sink reads it

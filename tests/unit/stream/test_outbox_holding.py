@@ -99,3 +99,31 @@ def test_a_batch_every_reader_has_is_gone() -> None:
     box.handle(interest(0), face)
     assert face.sent == [] and box.counters["drop_batch_gone"] == 1
     assert len(box.waiting) == 0
+
+
+def ack(box: Outbox, consumed: int) -> None:
+    name = FlowNames.ack(STREAM, "r.0", consumed, consumed)
+    box.handle(parse_interest(make_interest(name, lifetime=1000)), Path())
+
+
+def test_lead_stops_the_producer_when_its_reader_is_that_far_behind_in_time() -> None:
+    """With room for 8 batches, the producer still stops once the oldest batch its reader
+    has not consumed was put ``lead`` seconds ago, and goes on when the reader reports."""
+    clock = Clock()
+    ep: Any = FakeEndpoint()
+    box = Outbox(ep, STREAM, ["r.0"], buffer=8, counters=Counter(), clock=clock, lead=0.01)
+    box.put(b"b0")
+    box.put(b"b1")
+    box._update_room()
+    assert box._room.is_set()  # 2 of 8 batches ahead, the oldest put just now
+    clock.now += 0.011
+    box._update_room()
+    assert not box._room.is_set()  # b0 waits for its reader longer than the lead
+    ack(box, 1)  # the reader has b0; b1 was put as long ago
+    assert not box._room.is_set()
+    ack(box, 2)  # nothing ahead of the reader
+    assert box._room.is_set()
+    box.put(b"b2")
+    clock.now += 0.005
+    box._update_room()
+    assert box._room.is_set()  # b2 waits less than the lead
