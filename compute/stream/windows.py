@@ -447,7 +447,9 @@ def _fold_sums(sums: list[Any], inverse: np.ndarray, values: np.ndarray) -> list
             seed = np.array([float(s) for s in sums], dtype=np.float64)
         except OverflowError:
             return None
-        np.add.at(seed, inverse, values.astype(np.float64, copy=False))
+        # inf and nan quietly, as Python's float + (a warning is an error under -W error)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.add.at(seed, inverse, values.astype(np.float64, copy=False))
         return seed.tolist()  # type: ignore[no-any-return]
     if types != {int}:
         return None  # int values onto int and float sums: two types of result
