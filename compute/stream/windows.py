@@ -230,7 +230,7 @@ class WindowState:
         if int(starts.min()) + size <= self._wm:
             return False  # a late record: folded per record, with its updated result
         try:
-            codes, uniq = _factorize(keys, n)
+            codes, uniq, row_keys = _factorize(keys, n)
         except TypeError:  # an unhashable key: add() names it
             return False
         first_start = int(starts[0])
@@ -245,9 +245,11 @@ class WindowState:
         slots: list[tuple[int, Any, Any]] = []  # (start, key, acc or _MISSING), group order
         fresh = 0
         nkeys = len(uniq)
-        for g in groups.tolist():
+        for g, row in zip(groups.tolist(), first.tolist(), strict=True):
             start = first_start if group_starts is None else group_starts[g // nkeys]
-            key = uniq[g % nkeys]
+            # the group's first row's key, not its code's: keys equal as dict keys (1, True,
+            # 1.0) share a code, and each window keeps the one first seen in it, as add() does
+            key = uniq[g % nkeys] if row_keys is None else row_keys[row]
             accs = self._windows.get(start)
             acc = _MISSING if accs is None else accs.get(key, _MISSING)
             fresh += acc is _MISSING
@@ -419,17 +421,17 @@ class WindowState:
         return state
 
 
-def _factorize(keys: Any, n: int) -> tuple[np.ndarray, list[Any]]:
-    """(code of each row's key, the keys by code) with dict equality, as the per-record
-    path's dict lookups; TypeError for an unhashable key."""
+def _factorize(keys: Any, n: int) -> tuple[np.ndarray, list[Any], list[Any] | None]:
+    """(code of each row's key, the keys by code, each row's key; None: all None) with dict
+    equality, as the per-record path's dict lookups; TypeError for an unhashable key."""
     if keys is None:
-        return np.zeros(n, dtype=np.int64), [None]
+        return np.zeros(n, dtype=np.int64), [None], None
     items = keys.tolist() if isinstance(keys, np.ndarray) else keys
     index = dict.fromkeys(items)  # first seen first; a dict's equality, as the per-record path
     for code, k in enumerate(index):
         index[k] = code
     codes = np.array(list(map(index.__getitem__, items)), dtype=np.int64).reshape(n)
-    return codes, list(index)
+    return codes, list(index), items
 
 
 def _fold_sums(sums: list[Any], inverse: np.ndarray, values: np.ndarray) -> list[Any] | None:
@@ -445,7 +447,9 @@ def _fold_sums(sums: list[Any], inverse: np.ndarray, values: np.ndarray) -> list
             seed = np.array([float(s) for s in sums], dtype=np.float64)
         except OverflowError:
             return None
-        np.add.at(seed, inverse, values.astype(np.float64, copy=False))
+        # inf and nan quietly, as Python's float + (a warning is an error under -W error)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.add.at(seed, inverse, values.astype(np.float64, copy=False))
         return seed.tolist()  # type: ignore[no-any-return]
     if types != {int}:
         return None  # int values onto int and float sums: two types of result
