@@ -63,6 +63,7 @@ from apps.stream_demo import scale  # noqa: E402
 
 IMPLS = ("ours", "ours-vec", "ours-procs", "ours-procs-vec", "bytewax", "asyncio")
 OURS = ("ours", "ours-vec", "ours-procs", "ours-procs-vec")
+SETTINGS: dict[str, Any] = {"window": 4, "buffer": 4, "lead": 0.05}  # ours'; --window...
 HEADLINE = "ours-procs-vec"  # the last line's: one process per operator, the vectorized map
 BATCH = 1024  # records per source batch, in every implementation
 QUEUE = 64  # batches a queue of the asyncio pipeline holds
@@ -255,7 +256,7 @@ def graph_data(spec: Spec, sink_path: Path, vectorized: bool) -> dict[str, Any]:
         scaled.update(fn="apps.stream_demo:scale")
     return {
         "flow": "/bench",
-        "settings": {"batch_bytes": 262144, "window": 32, "buffer": 64},
+        "settings": {"batch_bytes": 262144, **SETTINGS},
         "operators": [
             {
                 "name": "gen",
@@ -635,7 +636,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events-per-second", type=float, default=100_000.0, help="of event time")
     ap.add_argument("--repeat", type=int, default=1, help="runs per implementation (median)")
     ap.add_argument("--only", default=",".join(IMPLS), help=f"some of {','.join(IMPLS)}")
+    ap.add_argument(
+        "--window", type=int, default=SETTINGS["window"], help="ours: Interests in flight per input"
+    )
+    ap.add_argument(
+        "--buffer",
+        type=int,
+        default=SETTINGS["buffer"],
+        help="ours: batches ahead of the slowest reader",
+    )
+    ap.add_argument(
+        "--lead",
+        type=float,
+        default=SETTINGS["lead"],
+        help="ours: seconds ahead of the slowest reader",
+    )
     args = ap.parse_args(argv)
+    if args.window < 1 or args.buffer < 2 or args.lead <= 0:
+        ap.error("--window must be >= 1, --buffer >= 2 and --lead > 0")
+    SETTINGS.update(window=args.window, buffer=args.buffer, lead=args.lead)
     if args.records < 1 or args.keys < 1 or args.events_per_second <= 0 or args.repeat < 1:
         ap.error("--records, --keys, --events-per-second and --repeat must be positive")
     impls = [s.strip() for s in args.only.split(",") if s.strip()]

@@ -41,7 +41,7 @@ from compute.stream.graph import (
 from compute.stream.inlet import Inlet
 from compute.stream.names import FlowNames
 from compute.stream.operators import JoinStep, KeyByStep, MapStep, Step, WindowStep, load_fn
-from compute.stream.outbox import Outbox
+from compute.stream.outbox import RETAIN_FACTOR, Outbox
 from compute.stream.sinks import Sink, make_sink
 from compute.stream.sourcelog import SourceLog
 from compute.stream.sources import Source, make_source
@@ -124,10 +124,15 @@ class Instance:
         self._last_report = (-1, -1)
         self._last_report_at = 0.0
         # a producer stops `buffer` batches or `lead` seconds ahead of its slowest reader:
-        # report before either, and at most about once a step
+        # report before either (each report is a packet each way through the forwarder)
         settings = graph.settings
         self._report_every = min(REPORT_EVERY, settings.lead / REPORTS_PER_LEAD)
-        self._report_steps = max(1, settings.buffer // REPORTS_PER_LEAD)
+        self._report_steps = max(1, settings.buffer // 2)
+        if all(len(graph.consumers_of(stream)) == 1 for stream in graph.inputs_of(name, partition)):
+            # the only reader of each input: our batch Interests tell the producers how far
+            # we are (Outbox._asked); reports only need to keep its kept batches bounded
+            self._report_every = REPORT_EVERY
+            self._report_steps = max(1, settings.buffer * RETAIN_FACTOR // 4)
 
     @staticmethod
     def check(graph: Graph, name: str) -> None:
@@ -175,6 +180,7 @@ class Instance:
                 next_seq=out_seq,
                 positions=readers,
                 lead=s.lead,
+                reader_window=s.window,
             )
             if self.log is not None:
                 for seq, content in sorted(self.log.load().items()):

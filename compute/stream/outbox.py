@@ -47,6 +47,7 @@ class Outbox:
         max_waiting: int = MAX_WAITING,
         clock: Callable[[], float] = _loop_time,
         lead: float = math.inf,
+        reader_window: int | None = None,
     ) -> None:
         self.ep = ep
         self.stream = stream
@@ -57,6 +58,11 @@ class Outbox:
         known = positions or {}
         self.positions = {r: known.get(r, (0, 0)) for r in readers}
         self.lead = lead
+        # With one reader, its batch Interests say how far it is: a reader asks for batch s
+        # only once it has taken batch s - window (its reorder buffer is that long), so the
+        # push-back needs no report from it (reports still carry the durable position)
+        self._asked_from = readers[0] if reader_window is not None and len(readers) == 1 else None
+        self._reader_window = reader_window or 0
         self._wires: dict[int, bytes] = {}
         self._put_at: dict[int, float] = {}  # when each batch no reader has consumed was put
         self._answered: set[int] = set()
@@ -81,6 +87,16 @@ class Outbox:
     def low(self) -> int:
         """The oldest batch some reader may still need."""
         return min((d for _, d in self.positions.values()), default=self.next_seq)
+
+    def _asked(self, seq: int) -> None:
+        reader = self._asked_from
+        if reader is None:
+            return
+        taken = seq - self._reader_window + 1
+        consumed, durable = self.positions[reader]
+        if taken > consumed:
+            self.positions[reader] = (min(taken, self.next_seq), durable)
+            self._update_room()
 
     @property
     def slowest(self) -> int:
@@ -154,6 +170,7 @@ class Outbox:
             self.counters["drop_bad_name"] += 1
             return
         seq = what
+        self._asked(seq)
         wire = self._wires.get(seq)
         if wire is not None:
             self._send(seq, wire, reply)

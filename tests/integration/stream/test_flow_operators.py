@@ -98,7 +98,9 @@ async def test_file_source_to_window_join(workdir: Path) -> None:
 async def test_a_reader_that_stops_pushes_back_to_the_source() -> None:
     spec = {
         "flow": "/slow",
-        "settings": {"buffer": 4},
+        # push-back by batches only: with the default lead a slow machine stops gen by time
+        # (its oldest unread batch 50 ms old) before it has made its 4 + 4
+        "settings": {"buffer": 4, "lead": "1h"},
         "operators": [
             {"name": "gen", "type": "generator", "batch": 10},  # endless
             {"name": "m", "type": "map", "input": "gen", "fn": "apps.stream_demo:scale"},

@@ -127,3 +127,25 @@ def test_lead_stops_the_producer_when_its_reader_is_that_far_behind_in_time() ->
     clock.now += 0.005
     box._update_room()
     assert box._room.is_set()  # b2 waits less than the lead
+
+
+def test_the_only_readers_batch_interests_move_its_position_without_reports() -> None:
+    """A reader asks for batch s only once it has taken s - window: with one reader that is
+    push-back enough; with two, an Interest cannot be told apart and moves nobody."""
+    clock = Clock()
+    ep: Any = FakeEndpoint()
+    box = Outbox(ep, STREAM, ["r.0"], buffer=2, counters=Counter(), clock=clock, reader_window=4)
+    for i in range(2):
+        box.put(b"b%d" % i)
+    assert not box._room.is_set()  # 2 ahead of a reader that has said nothing
+    box.handle(interest(4), Path())  # asked with a reorder buffer of 4: it has taken b0
+    assert box.positions["r.0"] == (1, 0) and box._room.is_set()
+    box.handle(interest(2), Path())  # an older Interest (a retransmission) moves nothing back
+    assert box.positions["r.0"] == (1, 0)
+    shared = Outbox(
+        ep, STREAM, ["r.0", "r.1"], buffer=2, counters=Counter(), clock=clock, reader_window=4
+    )
+    for i in range(2):
+        shared.put(b"b%d" % i)
+    shared.handle(interest(5), Path())
+    assert shared.positions == {"r.0": (0, 0), "r.1": (0, 0)} and not shared._room.is_set()
