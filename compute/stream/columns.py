@@ -5,8 +5,8 @@ when every key is None); and the values either as ``fields`` (every value a dict
 str keys in the same order: one column per key) or as one ``value`` column.  A column is a
 numpy array when every item is a float (float64), an int that fits int64 (int64) or a bool;
 otherwise a list of the objects.  ``records()`` gives back equal records with the same types
-(a float stays a float, an int an int), so the per-record and the columnar paths of an
-operator see the same data.
+(a float stays a float, an int an int; a dict's fields in the first record's order), so the
+per-record and the columnar paths of an operator see the same data.
 
 On the wire (the content of a batch's Data)::
 
@@ -120,14 +120,14 @@ class Columns:
     def from_values(cls, t: np.ndarray, key: Column | None, values: list[Any]) -> Columns:
         """Columns of ``values`` (a record's third item each) with ``t`` and ``key``."""
         names = _field_names(values)
-        if names is None:
-            return cls(t, key, None, column(values))
-        if len(names) == 1:
-            (name,) = names
-            return cls(t, key, {name: column([v[name] for v in values])})
-        rows = list(map(itemgetter(*names), values)) if names else []
-        cols = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-        return cls(t, key, {name: column(list(c)) for name, c in zip(names, cols, strict=True)})
+        if names is not None:
+            try:  # one C pass per field; a dict without one of them raises
+                fields = {name: column(list(map(itemgetter(name), values))) for name in names}
+            except KeyError:
+                pass
+            else:
+                return cls(t, key, fields)
+        return cls(t, key, None, column(values))
 
     def records(self) -> list[Record]:
         n = len(self)
@@ -162,14 +162,13 @@ class Columns:
 
 
 def _field_names(values: list[Any]) -> tuple[str, ...] | None:
-    """The field names when every value is a dict with the same str keys in the same order."""
+    """The first value's keys when every value is a dict with as many keys, all str (the
+    caller finds out whether each has them all).  Fields are put back in this order: a
+    record whose dict held the same keys in another order comes back in the first's."""
     if not values or set(map(type, values)) != {dict}:
         return None
-    shapes = set(map(tuple, values))  # each dict's keys, in order
-    if len(shapes) != 1:
-        return None
-    names: tuple[str, ...] = shapes.pop()
-    if not all(type(name) is str for name in names):
+    names = tuple(values[0])
+    if set(map(len, values)) != {len(names)} or not all(type(n) is str for n in names):
         return None
     return names
 

@@ -1,7 +1,7 @@
 """Columnar batches: records to columns and back, the wire form and what it refuses, concat,
 the vectorized map/filter/flat_map against their per-record forms, and key partitioning of a
 whole column against ``partition_of`` per key.  Equality is exact: types (a bool is not an
-int, a float not an int), float bits and dict order (tests/unit/stream/exact.py).  (No I/O.)"""
+int, a float not an int) and float bits (tests/unit/stream/exact.py).  (No I/O.)"""
 
 from __future__ import annotations
 
