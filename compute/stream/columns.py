@@ -14,8 +14,9 @@ On the wire (the content of a batch's Data)::
 
 The header is ``[watermark, end, rows, t, key, fields, value]`` where a numeric column is
 ``[dtype, offset, nbytes]`` into the buffers and an object column is ``["o", [items]]``
-(msgpack packs those lists in C).  Decoding makes numeric columns views of the content: no
-per-record work and no copy (the arrays are read-only).
+(msgpack packs those lists in C); a key that is one of the fields' columns (after a key_by of
+that field) is ``["f", name]``, carried once.  Decoding makes numeric columns views of the
+content: no per-record work and no copy (the arrays are read-only).
 """
 
 from __future__ import annotations
@@ -145,13 +146,26 @@ class Columns:
             for t, k, row in zip(ts, keys, zip(*cols, strict=True), strict=True)
         ]
 
+    def key_field(self) -> str | None:
+        """The field whose column is the key column itself (a key_by of that field), if any:
+        it is carried once."""
+        if self.key is not None and self.fields is not None:
+            for name, col in self.fields.items():
+                if col is self.key:
+                    return name
+        return None
+
     def take(self, rows: np.ndarray) -> Columns:
         """The rows at ``rows`` (int indices), in that order."""
+        fields = None if self.fields is None else {k: take(c, rows) for k, c in self.fields.items()}
+        shared = self.key_field()
+        if shared is not None:
+            assert fields is not None
+            key: Column | None = fields[shared]
+        else:
+            key = None if self.key is None else take(self.key, rows)
         return Columns(
-            self.t[rows],
-            None if self.key is None else take(self.key, rows),
-            None if self.fields is None else {k: take(c, rows) for k, c in self.fields.items()},
-            None if self.value is None else take(self.value, rows),
+            self.t[rows], key, fields, None if self.value is None else take(self.value, rows)
         )
 
     def slice(self, a: int, b: int) -> Columns:
@@ -203,7 +217,12 @@ def concat(parts: list[Columns]) -> Columns | None:
             return None
         fields, value = None, _concat(vals)  # type: ignore[arg-type]
     key = None
-    if all(keyed):
+    shared = {p.key_field() for p in parts}
+    key_name = shared.pop() if len(shared) == 1 else None
+    if all(keyed) and key_name is not None:
+        assert fields is not None
+        key = fields[key_name]
+    elif all(keyed):
         keys = [p.key for p in parts]
         if not _same_kind(keys):  # type: ignore[arg-type]
             return None
@@ -225,6 +244,13 @@ def _put(col: Column, buffers: list[bytes], offset: list[int]) -> list[Any]:
     return ["o", col]
 
 
+def _put_key(cols: Columns, buffers: list[bytes], offset: list[int]) -> list[Any] | None:
+    if cols.key is None:
+        return None
+    shared = cols.key_field()
+    return ["f", shared] if shared is not None else _put(cols.key, buffers, offset)
+
+
 def encode_columns(cols: Columns, watermark: int, end: bool) -> bytes:
     buffers: list[bytes] = []
     offset = [0]
@@ -233,7 +259,7 @@ def encode_columns(cols: Columns, watermark: int, end: bool) -> bytes:
         end,
         len(cols),
         _put(cols.t, buffers, offset),
-        None if cols.key is None else _put(cols.key, buffers, offset),
+        _put_key(cols, buffers, offset),
         None
         if cols.fields is None
         else [[name, _put(c, buffers, offset)] for name, c in cols.fields.items()],
@@ -275,14 +301,18 @@ def decode_columns(content: Any) -> tuple[int, bool, Columns]:
         ts = _get(t, content, base, rows)
         if not isinstance(ts, np.ndarray) or ts.dtype != np.int64:
             raise TypeError("event times are not int64")
-        cols = Columns(
-            ts,
-            None if key is None else _get(key, content, base, rows),
+        got = (
             None
             if fields is None
-            else {str(name): _get(desc, content, base, rows) for name, desc in fields},
-            None if value is None else _get(value, content, base, rows),
+            else {str(name): _get(desc, content, base, rows) for name, desc in fields}
         )
+        if key is not None and key[0] == "f":  # the key is that field's column
+            if got is None or key[1] not in got:
+                raise ValueError(f"the key names a field {key[1]!r} that is not there")
+            keys: Column | None = got[key[1]]
+        else:
+            keys = None if key is None else _get(key, content, base, rows)
+        cols = Columns(ts, keys, got, None if value is None else _get(value, content, base, rows))
     except Exception as exc:
         raise StreamError(f"a batch that does not decode ({exc!r})") from None
     return wm, bool(end), cols

@@ -632,3 +632,30 @@ def test_key_by_a_field_keeps_this_partitions_records(
     ]
     assert_same(got, expected, "key_by")
     assert step.counters["fn_errors"] == sum("k" not in v for b in batches for _, _, v in b)
+
+
+def test_a_key_that_is_a_field_column_travels_once() -> None:
+    """After a key_by of a field the key column is that field's: encoded as a reference to
+    it, decoded as the same column, kept shared by take; a reference to a missing field is
+    refused like any bad batch."""
+
+    from compute.stream.columns import _LEN, Columns, decode_columns, encode_columns
+
+    records = [[i, None, {"sensor": f"s{i % 3}", "value": i / 3}] for i in range(40)]
+    cols = Columns.from_records(records)
+    assert cols.fields is not None
+    keyed = cols.with_key(cols.fields["sensor"])
+    plain = encode_columns(cols.with_key(list(cols.fields["sensor"])), 7, False)
+    shared = encode_columns(keyed, 7, False)
+    assert len(shared) < len(plain) - 100  # the 40 keys are not there twice
+    _, _, back = decode_columns(shared)
+    assert back.fields is not None and back.key is back.fields["sensor"]
+    assert back.records() == [[t, v["sensor"], v] for t, _, v in records]
+    taken = back.take(np.array([3, 1], dtype=np.int64))
+    assert taken.fields is not None and taken.key is taken.fields["sensor"]
+    (size,) = _LEN.unpack_from(shared, 0)
+    header = msgpack.unpackb(shared[4 : 4 + size])
+    header[4] = ["f", "nope"]
+    forged = msgpack.packb(header)
+    with pytest.raises(StreamError):
+        decode_columns(_LEN.pack(len(forged)) + forged + shared[4 + size :])
