@@ -121,7 +121,10 @@ class Inlet:
         supersedes a lost one)."""
         name = FlowNames.ack(self.stream, self.reader, consumed, durable)
         try:
-            rec = self.ep.start(name, lifetime_ms=1000)
+            # MustBeFresh: a content store keeps the answer to the same report sent before,
+            # and a restarted producer (positions from its checkpoint, behind this) would
+            # never hear it again; the answers are never fresh (FreshnessPeriod 0)
+            rec = self.ep.start(name, lifetime_ms=1000, must_be_fresh=True)
         except (TooManyPending, InterestNack):
             return
         rec.future.add_done_callback(partial(self._reported, rec))
@@ -133,6 +136,7 @@ class Inlet:
         name = FlowNames.ack(self.stream, self.reader, consumed, durable)
         policy = FetchPolicy(
             lifetime_ms=max(1, int(min(within, 0.5) * 1000)),
+            must_be_fresh=True,  # as report(): the producer must hear it, not a cache
             deadline=within,
             max_retries=None,
             rto_retransmit=False,
