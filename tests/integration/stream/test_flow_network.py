@@ -182,7 +182,9 @@ async def test_two_readers_share_one_stream_through_the_network(workdir: Path) -
     assert producer["batches_sent"] == batches
     assert producer["batches_resent"] == 0
     # every Data p sent toward m: each batch once, plus the answers to progress reports
-    assert data_to_m == batches + producer["reports_answered"]
+    # (reports ask MustBeFresh, so a report repeated while the first waits at p's PIT is
+    # answered twice by the producer and the second answer finds no PIT entry at p)
+    assert batches < data_to_m <= batches + producer["reports_answered"]
     assert cs_hits + aggregated >= batches  # the second reader never reached p
 
 
