@@ -63,7 +63,7 @@ from apps.stream_demo import scale  # noqa: E402
 
 IMPLS = ("ours", "ours-vec", "ours-procs", "ours-procs-vec", "bytewax", "asyncio")
 OURS = ("ours", "ours-vec", "ours-procs", "ours-procs-vec")
-SETTINGS: dict[str, Any] = {"window": 4, "buffer": 4, "lead": 0.05}  # ours'; --window...
+SETTINGS: dict[str, Any] = {"window": 4, "buffer": 2, "lead": 0.05}  # ours'; --window...
 HEADLINE = "ours-procs-vec"  # the last line's: one process per operator, the vectorized map
 BATCH = 1024  # records per source batch, in every implementation
 QUEUE = 64  # batches a queue of the asyncio pipeline holds

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import shutil
 import sys
 import tempfile
@@ -48,6 +49,7 @@ def parse_points(text: str) -> list[tuple[int, int, float]]:
 def plot(rows: list[dict[str, Any]], peer: Any, out: Path, records: int) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import ScalarFormatter
 
     fig = Figure(figsize=(7.5, 4.8))
     FigureCanvasAgg(fig)
@@ -71,6 +73,7 @@ def plot(rows: list[dict[str, Any]], peer: Any, out: Path, records: int) -> None
     if peer is not None:
         ax.plot([peer.rate / 1000], [peer.p50], "*", markersize=12, label="bytewax")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel("records/s (thousands)")
     ax.set_ylabel("p50 latency of a window result (ms)")
     ax.set_title(
@@ -93,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.records < 1:
         ap.error("--records must be positive")
     points = parse_points(args.points)
+    logging.getLogger("forwarder").setLevel(logging.ERROR)  # its counter line at stop
     bench = importlib.import_module("bench.stream")  # the name the graph's functions use
     spec = bench.Spec(args.records, 100, 100_000.0)
     ref = bench.reference(spec)

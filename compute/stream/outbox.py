@@ -74,6 +74,8 @@ class Outbox:
         self._update_room()
 
     async def start(self, register: bool = True) -> None:
+        if self._clock is _loop_time:  # the loop's clock, without looking the loop up each time
+            self._clock = asyncio.get_running_loop().time
         self._served = await self.ep.serve(self.stream, self.handle, register=register)
 
     async def close(self) -> None:
@@ -96,7 +98,8 @@ class Outbox:
         consumed, durable = self.positions[reader]
         if taken > consumed:
             self.positions[reader] = (min(taken, self.next_seq), durable)
-            self._update_room()
+            if not self._room.is_set():  # more progress cannot take room away
+                self._update_room()
 
     @property
     def slowest(self) -> int:
