@@ -49,7 +49,7 @@ def parse_points(text: str) -> list[tuple[int, int, float]]:
 def plot(rows: list[dict[str, Any]], peer: Any, out: Path, records: int) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import FormatStrFormatter
 
     fig = Figure(figsize=(7.5, 4.8))
     FigureCanvasAgg(fig)
@@ -73,7 +73,8 @@ def plot(rows: list[dict[str, Any]], peer: Any, out: Path, records: int) -> None
     if peer is not None:
         ax.plot([peer.rate / 1000], [peer.p50], "*", markersize=12, label="bytewax")
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
     ax.set_xlabel("records/s (thousands)")
     ax.set_ylabel("p50 latency of a window result (ms)")
     ax.set_title(
