@@ -105,17 +105,22 @@ def as_column(got: Any, n: int) -> Column:
     raise ValueError(f"a column must be a numpy array or a list, not {type(got).__name__}")
 
 
-def values_of(got: Any, n: int) -> tuple[dict[str, Column] | None, Column | None]:
+def values_of(
+    got: Any, n: int, given: Columns | None = None
+) -> tuple[dict[str, Column] | None, Column | None]:
     """A vectorized map's result: a dict of field columns (values become dicts), or one
-    column (values are its items)."""
+    column (values are its items).  A column of ``given`` handed back as it is (a field the
+    map passes through) is taken as it is: it is already one the wire carries."""
+    columns = [] if given is None else [*(given.fields or {}).values(), given.value]
+    same = {id(c) for c in columns if c is not None}
     if isinstance(got, dict):
         fields = {}
         for name, col in got.items():
             if not isinstance(name, str):
                 raise ValueError(f"field name {name!r} is not a str")
-            fields[name] = as_column(col, n)
+            fields[name] = col if id(col) in same and len(col) == n else as_column(col, n)
         return fields, None
-    return None, as_column(got, n)
+    return None, got if id(got) in same and len(got) == n else as_column(got, n)
 
 
 def hashable(key: Any) -> Any:
@@ -206,7 +211,7 @@ class MapStep(Step):
         try:
             got = self.fn(cols)
             if self.kind == "map":
-                fields, value = values_of(got, n)
+                fields, value = values_of(got, n, cols)
                 return Columns(cols.t, cols.key, fields, value)
             if self.kind == "filter":
                 mask = np.asarray(got)
