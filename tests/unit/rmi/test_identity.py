@@ -20,6 +20,10 @@ def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No $ICN_IDENTITY from the machine running the tests; no identity left set by a test."""
     monkeypatch.delenv(IDENTITY_ENV, raising=False)
     yield
+    # unset first: this runs after the test's workdir is gone, and a $ICN_IDENTITY still
+    # naming a file in it would have set_identity(None) create the file, and the directory,
+    # again (a /tmp/icn-test-* left behind by every run)
+    monkeypatch.delenv(IDENTITY_ENV, raising=False)
     set_identity(None)
 
 
