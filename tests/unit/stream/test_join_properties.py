@@ -17,6 +17,7 @@ from compute.stream.graph import JoinOp
 from compute.stream.operators import JoinStep
 from compute.stream.windows import MAX_WATERMARK, MIN_WATERMARK, Out, WindowSpec, encode_key
 from tests.unit.stream.exact import assert_same
+from tests.unit.stream.watermarks import next_watermark, starts_holding
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -76,23 +77,9 @@ def runs(draw: st.DrawFn) -> tuple[WindowSpec, int, list[Step]]:
         lefts = [draw(batches(newest, watermark)) for _ in range(n_left)]
         rights = [draw(batches(newest, watermark)) for _ in range(n_right)]
         newest = max([newest, *(r[0] for recs in lefts + rights for r in recs)])
-        choice = draw(st.integers(0, 3))
-        if choice == 1:  # behind the newest record: out-of-order records still in time
-            watermark = max(watermark, newest - draw(st.integers(0, 30)))
-        elif choice == 2:  # a jump: records after it are late
-            watermark = max(watermark, newest + draw(st.integers(0, 60)))
-        elif choice == 3:  # on a window boundary
-            edge = newest - newest % size + draw(st.integers(-1, 1)) * size
-            watermark = max(watermark, edge + draw(st.sampled_from([-1, 0, 1])))
+        watermark = next_watermark(draw, watermark, newest, size, choices=4, jump=60, edges=(-1, 1))
         steps.append((lefts, rights, watermark))
     return spec, n_left, steps
-
-
-def starts_holding(spec: WindowSpec, t: int) -> list[int]:
-    """Aligned starts s with s <= t < s + size, increasing."""
-    first = t - spec.size_ms + 1
-    first += -first % spec.slide
-    return list(range(first, t + 1, spec.slide))
 
 
 class Reference:

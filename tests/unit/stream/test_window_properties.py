@@ -31,6 +31,7 @@ from compute.stream.windows import (
     encode_key,
 )
 from tests.unit.stream.exact import assert_same
+from tests.unit.stream.watermarks import next_watermark, starts_holding
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -112,26 +113,12 @@ def runs(draw: st.DrawFn, sliding: bool) -> tuple[WindowSpec, list[Step], int]:
         step = [draw(batches(newest, watermark, dense)) for _ in range(count)]
         near = [r[0] for recs in step for r in recs if abs(r[0]) < 2**40]
         newest = max([newest, *near])
-        choice = draw(st.integers(0, 4))
-        if choice == 1:  # behind the newest record: out-of-order records still in time
-            watermark = max(watermark, newest - draw(st.integers(0, 30)))
-        elif choice == 2:  # a jump: records after it are late
-            watermark = max(watermark, newest + draw(st.integers(0, 90)))
-        elif choice == 3:  # on a window boundary
-            edge = newest - newest % size + draw(st.integers(-1, 2)) * size
-            watermark = max(watermark, edge + draw(st.sampled_from([-1, 0, 1])))
+        watermark = next_watermark(draw, watermark, newest, size, choices=5, jump=90, edges=(-1, 2))
         steps.append((step, watermark))
     return spec, steps, bound
 
 
 # ---- the reference -----------------------------------------------------------------------------
-
-
-def starts_holding(spec: WindowSpec, t: int) -> list[int]:
-    """Aligned starts s with s <= t < s + size, increasing (no floor-division trick)."""
-    first = t - spec.size_ms + 1
-    first += -first % spec.slide
-    return list(range(first, t + 1, spec.slide))
 
 
 class Reference:
