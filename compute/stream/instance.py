@@ -50,6 +50,7 @@ from icn.dataplane.endpoint import Endpoint
 log = logging.getLogger(__name__)
 REPORT_EVERY = 0.05  # seconds between progress reports to producers (when there is progress)
 REPORTS_PER_LEAD = 4  # ... at most a quarter of the graph's lead, so producers keep running
+MIN_REPORT_EVERY = 0.001  # ... but not more often than this (a lead of 1us must not spin)
 REPORT_IDLE = 0.5  # ... and at least this often (a restarted producer learns where we are)
 FINAL_REPORT = 5.0  # seconds an ended instance keeps telling its producers it is done
 
@@ -126,7 +127,9 @@ class Instance:
         # a producer stops `buffer` batches or `lead` seconds ahead of its slowest reader:
         # report before either (each report is a packet each way through the forwarder)
         settings = graph.settings
-        self._report_every = min(REPORT_EVERY, settings.lead / REPORTS_PER_LEAD)
+        self._report_every = max(
+            MIN_REPORT_EVERY, min(REPORT_EVERY, settings.lead / REPORTS_PER_LEAD)
+        )
         self._report_steps = max(1, settings.buffer // 2)
         if all(len(graph.consumers_of(stream)) == 1 for stream in graph.inputs_of(name, partition)):
             # the only reader of each input: our batch Interests tell the producers how far

@@ -188,3 +188,20 @@ def test_watermark_step_is_the_gcd_of_the_window_boundaries_downstream() -> None
     assert graph.watermark_step("m") == 50
     assert graph.watermark_step("w1") == 250
     assert graph.watermark_step("w2") is None  # only a sink reads it
+
+
+def test_a_tiny_lead_does_not_make_readers_report_in_a_spin() -> None:
+
+    from compute.stream.graph import parse_graph
+    from compute.stream.instance import MIN_REPORT_EVERY, Instance
+
+    ops = [
+        {"name": "gen", "type": "generator", "count": 10},
+        {"name": "a", "type": "stdout", "input": "gen"},
+        {"name": "b", "type": "stdout", "input": "gen"},  # a shared stream: reports per lead
+    ]
+    graph = parse_graph({"flow": "/l", "settings": {"lead": "1us"}, "operators": ops})
+    ep: Any = None
+    assert Instance(graph, "a", 0, ep)._report_every == MIN_REPORT_EVERY
+    graph = parse_graph({"flow": "/l", "settings": {"lead": "20ms"}, "operators": ops})
+    assert Instance(graph, "a", 0, ep)._report_every == 0.005
