@@ -44,6 +44,7 @@ from apps.scenario.runs import (
     kill_pid,
     list_namespaces,
     namespace_pids,
+    remove_owner,
     run_command,
     write_owner,
 )
@@ -266,7 +267,7 @@ class NetnsBackend(Backend):
         veths go with them), remove the sockets and finish the record.  Works after a partial
         setup; a second call does nothing."""
         failures: list[str] = []
-        existing: set[str] = set()
+        existing = set(self._owned)  # unlisted (ip failed): each one is tried
         if self._owned and shutil.which("ip") is not None:
             try:
                 existing = set(list_namespaces())
@@ -283,6 +284,8 @@ class NetnsBackend(Backend):
                 failures.append(str(exc))
         if not failures:
             self._owned.clear()
+            # kept while a namespace remains: once this launcher has exited, clean sees it dead
+            remove_owner(self.run_id)
         self.remove_sockets()
         if failures:
             # the record stays, so `clean` can finish the job later

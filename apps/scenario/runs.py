@@ -11,8 +11,9 @@ memory...): it kills their recorded processes, deletes their namespaces and Unix
 deletes namespaces named ``icn-<run id>-<node>`` that no live run owns.  A run whose launcher is
 still alive is never touched, and no process is ever looked up or killed by name.  Namespaces
 are the machine's, records are per state directory: a netns run also leaves its launcher's PID
-and start time in its socket directory (:func:`write_owner`), so a ``clean`` reading another
-state directory (another user's, a test's) leaves a live run's namespaces alone.
+and start time in a machine-wide directory (:func:`owners_dir`, :func:`write_owner`), so a
+``clean`` reading another state directory (another user's, a test's) or started with another
+``$TMPDIR`` leaves a live run's namespaces alone.
 
 The state directory is ``/run/icn-scenarios`` for root, else ``$XDG_RUNTIME_DIR/icn-scenarios``
 or ``/tmp/icn-scenarios-<uid>``; the environment variable ``ICN_SCENARIO_STATE`` overrides it
@@ -163,34 +164,43 @@ def socket_dir(run_id: str) -> Path:
     return Path(tempfile.gettempdir()) / f"icn-{run_id}"
 
 
-# The file in a run's socket directory naming its launcher: "PID START" (start time as in
-# /proc/PID/stat), so that a run is known to be live without its record
-OWNER_FILE = "launcher"
+def owners_dir() -> Path:
+    """Where netns launchers write who they are: one file per run id, "PID START" (start time
+    as in /proc/PID/stat).  Machine-wide like the namespaces themselves, so neither
+    ``$TMPDIR`` nor ``$ICN_SCENARIO_STATE`` hides a live run from a ``clean`` started elsewhere
+    (a run whose owner file was not found had its namespaces deleted under it)."""
+    if os.geteuid() == 0:
+        return Path("/run/icn-owners")
+    return Path(f"/tmp/icn-owners-{os.getuid()}")
 
 
 def write_owner(run_id: str) -> None:
-    """Write this process into ``run_id``'s socket directory as the run's launcher."""
-    path = socket_dir(run_id) / OWNER_FILE
+    """Write this process down as ``run_id``'s launcher."""
+    path = owners_dir() / run_id
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     path.write_text(f"{os.getpid()} {proc_start_time(os.getpid())}\n")
 
 
 def owner_alive(run_id: str) -> bool:
-    """The launcher named in ``run_id``'s socket directory still runs (same PID and start)."""
+    """The launcher written down for ``run_id`` still runs (same PID and start)."""
     try:
-        pid, start = (int(v) for v in (socket_dir(run_id) / OWNER_FILE).read_text().split())
+        pid, start = (int(v) for v in (owners_dir() / run_id).read_text().split())
     except (OSError, ValueError):  # none, or unreadable: no live owner is known
         return False
     return same_process(pid, start)
 
 
+def remove_owner(run_id: str) -> None:
+    (owners_dir() / run_id).unlink(missing_ok=True)
+
+
 def remove_socket_dir(path: Path) -> bool:
-    """Remove the sockets in ``path`` and its owner file, then ``path`` if that left it empty;
+    """Remove the sockets in ``path``, then ``path`` if that left it empty;
     False if there was nothing to remove.  Anything else is left in place."""
     if not path.is_dir():
         return False
     for entry in path.iterdir():
-        if entry.is_socket() or entry.name == OWNER_FILE:
+        if entry.is_socket():
             entry.unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # not empty: someone else's files
         path.rmdir()
@@ -375,6 +385,7 @@ def _clean_record(record: RunRecord, existing: set[str], dry_run: bool, lines: l
     if dry_run:
         lines.append(f"would delete run record {record.path}")
     elif ok:  # keep the record while a namespace of it remains, so a later clean retries
+        remove_owner(record.run_id)
         record.path.unlink(missing_ok=True)
         lines.append(f"deleted run record {record.path} ({record.scenario}, {record.started})")
 
@@ -435,6 +446,12 @@ def clean(dry_run: bool = False) -> list[str]:
         orphans.add(run_id)
     for run_id in sorted(orphans):
         _clean_socket_dir(run_id, f"run {run_id}", dry_run, lines)
+        if not dry_run:
+            remove_owner(run_id)  # a dead launcher's
+    if not dry_run and owners_dir().is_dir():
+        for owner in owners_dir().iterdir():  # launchers gone since, whatever they left
+            if not owner_alive(owner.name):
+                owner.unlink(missing_ok=True)
     if not dry_run and directory.is_dir():
         for tmp in directory.glob(".*.tmp"):  # a launcher killed in the middle of a save
             with contextlib.suppress(OSError, ValueError):

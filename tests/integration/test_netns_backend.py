@@ -13,6 +13,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -247,6 +248,32 @@ def test_setup_refuses_existing_namespaces(run_id: str, tmp_path: Path) -> None:
     finally:
         be.teardown()
     assert ours(run_id) == [ns]  # not ours to delete
+
+
+def test_clean_started_elsewhere_leaves_a_live_run_alone(
+    run_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean with another state directory and another $TMPDIR (another user's shell, a
+    test beside a benchmark) still finds this run's launcher alive: its namespaces and the
+    process inside them stay.  Before, the launcher was looked up under the cleaner's $TMPDIR,
+    and a live benchmark lost its namespaces and processes."""
+    be = NetnsBackend(Scenario.model_validate(TWO_NODES), run_id, tmp_path / "run")
+    sleeper: Child | None = None
+    try:
+        be.setup()
+        sleeper = be.spawn("a", "sleep", ["sleep", "60"])
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.setenv(runs.STATE_ENV, str(elsewhere / "state"))
+        monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+        assert clean() == []
+        assert sleeper.proc.poll() is None and len(ours(run_id)) == 2
+    finally:
+        if sleeper is not None:
+            sleeper.stop(grace=1)
+        be.teardown()
+    assert ours(run_id) == []
+    assert not (runs.owners_dir() / run_id).exists(), "the owner file outlived the run"
 
 
 def test_clean_after_a_crashed_launcher(run_id: str, tmp_path: Path) -> None:

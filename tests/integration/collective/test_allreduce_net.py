@@ -79,7 +79,7 @@ def test_racks_aggregate_and_one_sum_crosses_each_uplink(workdir: Path) -> None:
     # a rack sends its partial sum up and gets the sum down once, whatever its worker count:
     # 1 MiB each way plus headers, Interests and the barrier (gloo's ring would carry 1.75 MiB)
     assert 1.0 <= up < 1.4 and 1.0 <= down < 1.4, out
-    assert set(list_namespaces()) <= before, "the bench left namespaces behind"
+    assert set(list_namespaces()) <= before, f"the bench left namespaces behind:\n{out[-3000:]}"
     assert not ours(workdir)
 
 
@@ -98,7 +98,8 @@ def test_stopped_halfway_it_removes_namespaces_and_processes(workdir: Path) -> N
     finally:
         stop(proc)
     assert "interrupted" in out, out
-    assert set(list_namespaces()) <= before, "namespaces left behind"
+    # the bench's own words say why (a teardown that failed names the command)
+    assert set(list_namespaces()) <= before, f"namespaces left behind:\n{out[-3000:]}"
     deadline = time.monotonic() + 10
     while ours(workdir) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -29,6 +29,7 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(runs.STATE_ENV, str(path))
     monkeypatch.setattr(runs, "list_namespaces", lambda: [])
     monkeypatch.setattr(runs, "socket_dir", lambda run_id: tmp_path / f"icn-{run_id}")
+    monkeypatch.setattr(runs, "owners_dir", lambda: tmp_path / "owners")
     return path
 
 
@@ -238,9 +239,17 @@ def test_clean_leaves_a_live_runs_namespaces_whose_record_is_elsewhere(
     assert clean() == []  # left alone, as a live run recorded here would be
     assert removed == []
     # the owner gone (a PID that no longer runs): now they are a crashed run's, and removed
-    owner = runs.socket_dir("0a1b2c") / runs.OWNER_FILE
+    owner = runs.owners_dir() / "0a1b2c"
     owner.write_text(f"{dead_pid()} 1\n")
     lines = clean()
     assert removed == ["icn-0a1b2c-a", "icn-0a1b2c-b"]
     assert "deleted namespace icn-0a1b2c-a (run 0a1b2c has no live launcher)" in lines
-    assert not runs.socket_dir("0a1b2c").exists()  # the owner file went with the socket dir
+    assert not owner.exists()  # a dead launcher's, removed with its namespaces
+
+
+def test_clean_removes_the_owner_files_of_dead_launchers_only(state: Path) -> None:
+    runs.write_owner("0a1b2c")  # this process: alive
+    gone = runs.owners_dir() / "0d0d0d"
+    gone.write_text(f"{dead_pid()} 1\n")
+    assert clean() == []
+    assert (runs.owners_dir() / "0a1b2c").exists() and not gone.exists()
