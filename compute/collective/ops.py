@@ -20,6 +20,7 @@ _UFUNCS: dict[str, np.ufunc] = {
     "mean": np.add,
     "max": np.maximum,
     "min": np.minimum,
+    "prod": np.multiply,
 }
 OPS = tuple(_UFUNCS)
 

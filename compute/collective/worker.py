@@ -128,7 +128,7 @@ class Collective:
     async def allreduce(
         self, array: Any, op: str = "sum", *, out: np.ndarray[Any, Any] | None = None
     ) -> np.ndarray[Any, Any]:
-        """The elementwise ``op`` (sum, mean, max, min) of every worker's ``array``; the same
+        """The elementwise ``op`` (sum, mean, max, min, prod) of every worker's ``array``; the same
         bits at every worker (the mean divides the sum, so integer arrays give floats).
 
         ``out``: a C-contiguous writeable array of ``array``'s shape and dtype that receives
