@@ -36,6 +36,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -60,6 +61,8 @@ from torch.distributed import ReduceOp
 from compute.collective import DEFAULT_CHUNK, LOCAL_CHUNK, Collective, Plan
 from icn.dataplane.client_conf import ENV_VAR, resolve_transport
 from icn.dataplane.endpoint import Endpoint
+
+log = logging.getLogger(__name__)
 
 BACKEND = "icn"  # as apps.torch_entry registers it
 PLAN_ENV = "ICN_TORCH_PLAN"
@@ -190,20 +193,27 @@ class IcnWork(Work):
     """The work of one collective: ``wait()`` blocks until it is done (raising what failed),
     ``get_future()`` completes with its result (DDP chains its bucket hooks on it)."""
 
-    def __init__(self, fut: concurrent.futures.Future[Any], result: Any, what: str) -> None:
+    def __init__(
+        self,
+        loop: _LoopThread,
+        body: Callable[[], Coroutine[Any, Any, Any]],
+        result: Any,
+        what: str,
+    ) -> None:
         super().__init__()
-        self._fut = fut
         self._what = what
-        self._result = result
         self._future: torch.futures.Future[Any] = torch.futures.Future()
-        fut.add_done_callback(self._settle)
+        self._fut = loop.submit(self._settle(body, result))
 
-    def _settle(self, fut: concurrent.futures.Future[Any]) -> None:
-        exc = fut.exception() if not fut.cancelled() else RuntimeError("cancelled")
-        if exc is None:
-            self._future.set_result(self._result)
-        else:
+    async def _settle(self, body: Callable[[], Coroutine[Any, Any, Any]], result: Any) -> None:
+        # the torch future is settled before the work counts as done: a wait() that returned
+        # finds its value there (DDP reads it right after)
+        try:
+            await body()
+        except BaseException as exc:
             self._future.set_exception(_failure(exc, self._what))
+            raise
+        self._future.set_result(result)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         seconds = timeout.total_seconds() if timeout else None
@@ -272,7 +282,8 @@ class _Host:
         plan_path = self.dir / "plan.json"
         plan_path.write_text(json.dumps(plan.to_dict()))
         argv = [sys.executable, "-m", "apps.collective_host", "--unix", str(self.sock)]
-        argv += ["--plan", str(plan_path), "--member-timeout", f"{timeout:g}"]
+        # a dead rank is named by the aggregator before the ranks' own deadline passes
+        argv += ["--plan", str(plan_path), "--member-timeout", f"{timeout * 0.8:g}"]
         self.log = open(self.dir / "host.log", "wb")  # noqa: SIM115 (closed by stop)
         root = str(Path(__file__).resolve().parents[1])
         env = {
@@ -392,7 +403,7 @@ class IcnProcessGroup(dist.ProcessGroup):
     def _run(self, what: str, result: Any, coro: Callable[[], Coroutine[Any, Any, Any]]) -> IcnWork:
         if self._closed:
             raise IcnBackendError(f"backend icn: {what} after the group was destroyed")
-        return IcnWork(self._loop.submit(coro()), result, what)
+        return IcnWork(self._loop, coro, result, what)
 
     # ---- collectives (torch's signatures) ----------------------------------------------------
 
@@ -530,24 +541,25 @@ class IcnProcessGroup(dist.ProcessGroup):
     # ---- the end ---------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Leave the job; rank 0 stops its forwarder once every rank has left (or after the
-        timeout, for ranks that died), so no rank loses the network mid-operation."""
+        """Leave the job together: a rank's chunks may still be pulled by the others (its
+        broadcast, its part of an allgather) until every rank is done, and rank 0's forwarder
+        carries them all.  Waits for the others at most the group's timeout (30 s at most), for
+        ranks that died."""
         if self._closed:
             return
         self._closed = True
+        deadline = time.monotonic() + min(self._timeout, 30.0)
+        try:
+            self._store.add(DONE_KEY, 1)
+            while self._store.add(DONE_KEY, 0) < self.size() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        except Exception as exc:  # the store is rank 0's: gone with it
+            log.warning("backend icn: leaving without the others: %s", exc)
         with contextlib.suppress(Exception):
             self._loop.submit(self._close()).result(10)
         self._loop.stop()
         if self._host is not None:
-            deadline = time.monotonic() + min(self._timeout, 30.0)
-            with contextlib.suppress(Exception):
-                self._store.add(DONE_KEY, 1)
-                while self._store.add(DONE_KEY, 0) < self.size() and time.monotonic() < deadline:
-                    time.sleep(0.01)
             self._host.stop()
-        else:
-            with contextlib.suppress(Exception):
-                self._store.add(DONE_KEY, 1)
 
     async def _close(self) -> None:
         await self.coll.close()

@@ -1,0 +1,110 @@
+"""The torch.distributed backend ``icn`` against gloo, with real rank processes.
+
+Each rank is a process (``torch_rank.py``) that calls ``init_process_group`` with a file store
+in this test's directory; with no plan configured, rank 0 starts a forwarder and aggregator
+(``apps.collective_host``) that the ranks share over a Unix socket.  Every process is stopped by
+PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch extra: pip install -e .[torch]")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+
+
+def run_ranks(
+    tmp: Path, mode: str, backend: str, world: int, timeout: float = 90, rank_timeout: float = 60
+) -> list[subprocess.Popen[str]]:
+    out = tmp / f"{mode}-{backend}"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK_TIMEOUT": str(rank_timeout)}
+    env.pop("ICN_TORCH_PLAN", None)
+    store = tmp / f"store-{mode}-{backend}"
+    procs = []
+    for rank in range(world):
+        argv = [sys.executable, "-W", "ignore", str(HERE / "torch_rank.py"), mode, backend]
+        argv += [str(rank), str(world), str(store), str(out)]
+        procs.append(
+            subprocess.Popen(
+                argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+        )
+    try:
+        for p in procs:
+            p.wait(timeout)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+    return procs
+
+
+def outputs(procs: list[subprocess.Popen[str]]) -> str:
+    return "\n".join(
+        f"--- rank {i}:\n{p.stdout.read() if p.stdout else ''}" for i, p in enumerate(procs)
+    )
+
+
+def test_every_operation_gives_gloos_tensors_at_every_rank(tmp_path: Path) -> None:
+    world = 3
+    results = {}
+    for backend in ("gloo", "icn"):
+        procs = run_ranks(tmp_path, "ops", backend, world)
+        assert all(p.returncode == 0 for p in procs), outputs(procs)
+        results[backend] = [
+            torch.load(tmp_path / f"ops-{backend}" / f"{r}.pt") for r in range(world)
+        ]
+    ours, theirs = results["icn"], results["gloo"]
+    for rank in range(world):
+        assert ours[rank].keys() == theirs[rank].keys()
+        for name, want in theirs[rank].items():
+            got = ours[rank][name]
+            assert got.dtype == want.dtype and got.shape == want.shape, name
+            if want.dtype.is_floating_point:
+                # float sums may be folded in another order than gloo's ring
+                atol = 1e-2 if want.dtype == torch.float16 else 1e-5
+                assert torch.allclose(got, want, rtol=1e-4, atol=atol), (name, got, want)
+            else:
+                assert torch.equal(got, want), (name, got, want)
+    # the same bits at every rank, for what every rank receives
+    for name, first in ours[0].items():
+        if name.startswith(("allreduce", "broadcast", "allgather", "all_gather")):
+            for rank in range(1, world):
+                assert torch.equal(ours[rank][name], first), (name, rank)
+
+
+def test_a_killed_rank_makes_the_others_fail_naming_it(tmp_path: Path) -> None:
+    world = 3
+    procs = run_ranks(tmp_path, "kill", "icn", world, timeout=60, rank_timeout=6)
+    assert procs[-1].returncode == -9
+    for rank in range(world - 1):
+        path = tmp_path / "kill-icn" / f"{rank}.json"
+        assert path.exists(), outputs(procs)
+        seen = json.loads(path.read_text())
+        assert seen["raised"] == "IcnBackendError", seen
+        assert "allreduce failed" in seen["message"], seen
+        assert str(world - 1) in seen["message"], seen  # the dead rank's worker is named
+        assert seen["seconds"] < 6 + 5, seen  # within the group's timeout, not a hang
+
+
+def test_what_it_does_not_support_is_refused_naming_the_alternative(tmp_path: Path) -> None:
+    procs = run_ranks(tmp_path, "errors", "icn", 1)
+    assert procs[0].returncode == 0, outputs(procs)
+    said = json.loads((tmp_path / "errors-icn" / "0.json").read_text())
+    assert "meta" in said["meta"] and "tensor.cpu()" in said["meta"], said
+    assert "bfloat16" in said["bfloat16"] and "gloo" in said["bfloat16"], said
+    assert "BAND" in said["band"] or "bitwise" in said["band"], said
+    assert "AVG" in said["avg int"] and "SUM" in said["avg int"], said
+    assert "sub-groups" in said["new_group"] and "gloo" in said["new_group"], said
+    assert said["after"] == "[0.0, 1.0, 2.0, 3.0]"
