@@ -48,6 +48,7 @@ async def serve(args: argparse.Namespace) -> None:
         ep,
         lifetime_ms=args.lifetime_ms,
         member_timeout=args.member_timeout,
+        signature=args.signature,
     )
     try:
         await agg.start()
@@ -76,6 +77,11 @@ def main() -> None:
         type=float,
         default=30.0,
         help="seconds a worker may keep a round waiting before the round fails naming it",
+    )
+    ap.add_argument(
+        "--signature",
+        default="digest",
+        help="the sums' signature: digest (DigestSha256) or null (links that keep bytes intact)",
     )
     ap.add_argument("--log-level", default="warning", help="the forwarder's log level")
     args = ap.parse_args()
