@@ -31,7 +31,7 @@ def context(tmp_path: Path, **args: Any) -> WorkloadContext:
     [
         ({"dtype": "nonsense"}, "args.dtype"),
         ({"dtype": "object"}, "args.dtype"),
-        ({"op": "prod"}, "args.op"),
+        ({"op": "median"}, "args.op"),
         ({"rounds": "many"}, "args.rounds"),
         ({"size": "lots"}, "args.size"),
         ({"workers": "w0"}, "args.workers"),
