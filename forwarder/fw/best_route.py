@@ -5,6 +5,7 @@ the alternatives instead of hammering the first route."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
@@ -21,8 +22,8 @@ class BestRouteStrategy(Strategy):
     name = "best-route"
     version = 5
 
-    def __init__(self, fw: ForwarderBase) -> None:
-        super().__init__(fw)
+    def __init__(self, fw: ForwarderBase, parameters: Mapping[str, str] | None = None) -> None:
+        super().__init__(fw, parameters)
         self.retx = RetxSuppressionExponential()
 
     def after_receive_interest(self, entry: PitEntry, ctx: InterestContext) -> None:

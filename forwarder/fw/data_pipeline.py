@@ -3,13 +3,16 @@
 Data goes only where an Interest asked for it: to every downstream of every matching PIT entry,
 once per downstream even when several entries match (CanBePrefix and exact Interests for the
 same Data), each copy with that downstream's own PitToken.  The matched entries are satisfied and
-leave the PIT at once.
+leave the PIT at once; a strategy watching one hears of it first.  Data matching no entry is
+offered to the strategies (one may have sent the Interest to several upstreams and be waiting
+for the slower ones' late answers), then dropped.
 """
 
 from __future__ import annotations
 
 from forwarder.fw.forwarder_base import LOCALHOST
 from forwarder.fw.reflexive import ReflexivePipeline
+from forwarder.fw.strategy import watcher_of
 from forwarder.table.pit import PitEntry
 from icn.errors import DecodeError
 from icn.wire import tlv_types as T
@@ -38,7 +41,12 @@ class DataPipeline(ReflexivePipeline):
         matches = self.pit.find_matches(dv)
         if not matches:
             # NFD's default unsolicited-Data policy (drop-all): caching what nobody asked for
-            # would let any neighbour fill our CS.
+            # would let any neighbour fill our CS.  A late answer a strategy expected is
+            # dropped too, but counted by that strategy instead.
+            now = self.clock()
+            for strategy in self._strategies.values():
+                if strategy.after_receive_unsolicited_data(face_id, dv, now):
+                    return
             counters["fw.drop_unsolicited_data"] += 1
             return
         now = self.clock()
@@ -73,6 +81,9 @@ class DataPipeline(ReflexivePipeline):
                     continue
                 down.send_data(wire, rec.pit_token, mark)
                 counters["fw.out_data"] += 1
+            watcher = watcher_of(entry)
+            if watcher is not None:
+                watcher.before_satisfy_interest(entry, face_id, now)
             self._satisfy(entry, face_id, dv.freshness, now)
 
     def _satisfy(self, entry: PitEntry, face_id: int, freshness: int, now: float) -> None:

@@ -18,7 +18,7 @@ from forwarder.face_api import FaceLike
 from forwarder.fw.data_pipeline import DataPipeline
 from forwarder.fw.interest_pipeline import InterestPipeline
 from forwarder.fw.nack_pipeline import NackPipeline
-from forwarder.fw.strategy_registry import resolve
+from forwarder.fw.strategy import watcher_of
 from forwarder.table.fib import prefix_depth
 from icn.errors import ConfigError, DecodeError
 
@@ -47,16 +47,19 @@ class Forwarder(InterestPipeline, DataPipeline, NackPipeline):
     # -- strategy choice -----------------------------------------------------------------------
 
     def set_strategy(self, prefix: bytes, name: str) -> None:
-        """Choose strategy ``name`` for names under ``prefix``; ConfigError for an unknown name
-        (listing the known ones), a malformed prefix or a full strategy choice table."""
-        strategy = self._strategy_instance(resolve(name))
+        """Choose strategy ``name`` (with its parameters, if any) for names under ``prefix``;
+        ConfigError for an unknown name (listing the known ones), a bad parameter, a malformed
+        prefix or a full strategy choice table."""
         try:
             prefix_depth(prefix)
         except DecodeError as exc:
             raise ConfigError(
                 f"strategy prefix {prefix.hex()} is not a valid name: {exc}"
             ) from None
-        if not self.strategy_choice.set(prefix, strategy):
+        strategy = self._strategy_instance(name)
+        ok = self.strategy_choice.set(prefix, strategy)
+        self._drop_unchosen_strategies()
+        if not ok:
             raise ConfigError(
                 f"strategy choice table full ({self.strategy_choice.max_entries} prefixes): "
                 "unset a choice or raise tables.strategy_choice_max_entries"
@@ -64,14 +67,32 @@ class Forwarder(InterestPipeline, DataPipeline, NackPipeline):
 
     def unset_strategy(self, prefix: bytes) -> bool:
         """Let ``prefix`` inherit its parent's strategy; False if it had no choice (or is /)."""
-        return self.strategy_choice.unset(prefix)
+        if not self.strategy_choice.unset(prefix):
+            return False
+        self._drop_unchosen_strategies()
+        return True
+
+    def _drop_unchosen_strategies(self) -> None:
+        # An instance no prefix chooses any more goes, with what it measured (NFD ends a
+        # strategy with its choice), so instances stay bounded by the strategy choice table.
+        # Entries it still watches keep it alive until they end.
+        chosen = {id(strategy) for _, strategy in self.strategy_choice}
+        for full, strategy in list(self._strategies.items()):
+            if id(strategy) not in chosen:
+                del self._strategies[full]
 
     # -- timers --------------------------------------------------------------------------------
 
     def tick(self) -> None:
-        """Finalize every PIT entry whose expiry has passed (NFD's Interest finalize).  Expired
+        """Finalize every PIT entry whose expiry has passed (NFD's Interest finalize), telling
+        the strategy that watches one; then run the strategies' own timers.  Expired
         Interests get no Nack: their downstreams have timed out too."""
         now = self.clock()
         finalize = self.finalize
         for entry in self.pit.expire(now):
+            watcher = watcher_of(entry)
+            if watcher is not None:
+                watcher.on_interest_expired(entry, now)
             finalize(entry, now)
+        for strategy in self._strategies.values():
+            strategy.tick(now)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from forwarder.face_api import FaceLike
 from forwarder.fw.strategy import InterestContext, Strategy
-from forwarder.fw.strategy_registry import resolve
+from forwarder.fw.strategy_registry import parse
 from forwarder.table.cs import ContentStore
 from forwarder.table.dead_nonce_list import DeadNonceList
 from forwarder.table.fib import Fib
@@ -61,19 +61,27 @@ class ForwarderBase:
         self.refused_by_face: Counter[int] = Counter()
         # DataView.freshness is in ms; compared per Data against the DNL lifetime.
         self.dnl_lifetime_ms = limits.dnl_lifetime * 1000.0
-        self._strategies: dict[type[Strategy], Strategy] = {}
+        self._strategies: dict[str, Strategy] = {}
         self.strategy_choice: StrategyChoice[Strategy] = StrategyChoice(
-            self._strategy_instance(resolve(default_strategy)),
+            self._strategy_instance(default_strategy),
             limits.strategy_choice_max_entries,
             c,
         )
 
-    def _strategy_instance(self, cls: type[Strategy]) -> Strategy:
-        # One instance per class: strategies keep per-Interest state in the PIT entry.
-        inst = self._strategies.get(cls)
+    def _strategy_instance(self, name: str) -> Strategy:
+        """The instance for strategy ``name`` (ConfigError if unknown or badly parametrized).
+        One per instance name, parameters included: strategies keep per-Interest state in the
+        PIT entry, and prefixes that chose the same parameters share what the instance learns."""
+        cls, params = parse(name)
+        full = cls.instance_name_with(params)
+        inst = self._strategies.get(full)
         if inst is None:
-            inst = self._strategies[cls] = cls(self)
+            inst = self._strategies[full] = cls(self, params)
         return inst
+
+    def strategies(self) -> list[Strategy]:
+        """Every strategy instance made so far (chosen now or earlier), for timers and status."""
+        return list(self._strategies.values())
 
     # -- outgoing pipelines (called by strategies) ---------------------------------------------
 

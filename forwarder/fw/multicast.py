@@ -3,6 +3,7 @@ retransmissions suppressed per upstream so one slow face does not hold back the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
@@ -18,8 +19,8 @@ class MulticastStrategy(Strategy):
     name = "multicast"
     version = 5
 
-    def __init__(self, fw: ForwarderBase) -> None:
-        super().__init__(fw)
+    def __init__(self, fw: ForwarderBase, parameters: Mapping[str, str] | None = None) -> None:
+        super().__init__(fw, parameters)
         self.retx = RetxSuppressionExponential()
 
     def after_receive_interest(self, entry: PitEntry, ctx: InterestContext) -> None:

@@ -42,8 +42,8 @@ class NackPipeline(ForwarderBase):
         out.nack_reason = reason if reason in _KNOWN_REASONS else T.NACK_NONE
         now = self.clock()
         strategy = self.strategy_choice.find(entry.name, entry.name_ends)
-        if not strategy.has_pending_out_records(entry, now):
-            # Nothing more can come from upstream: the entry ends at the next tick unless the
-            # strategy ends it first.
-            self.pit.set_expiry(entry, now)
         strategy.after_receive_nack(entry, face_id, out.nack_reason, now)
+        if not strategy.has_pending_out_records(entry, now):
+            # Nothing more can come from upstream (the strategy sent nowhere else): the entry
+            # ends at the next tick unless the strategy ended it already.
+            self.pit.set_expiry(entry, now)

@@ -6,15 +6,24 @@ points where forwarding is a choice: a new or retransmitted Interest needs upstr
 came back from one.  A strategy acts only through the helpers here, which run the forwarder's
 outgoing pipelines, so the PIT stays consistent whatever the strategy does.
 
-One strategy instance per forwarder and class, shared by every prefix that chose it: per-Interest
-state belongs in ``PitEntry.strategy_info``, never on the instance.
+One strategy instance per forwarder and instance name (the name with its version and parameters,
+e.g. ``/localhost/nfd/strategy/asf/v=5/clone-after~50``), shared by every prefix that chose that
+name: per-Interest state belongs in ``PitEntry.strategy_info``, never on the instance.  State
+about the network (an adaptive strategy's measurements) may live on the instance, bounded.
+
+Beyond the two choices, a strategy may ask to hear how its Interests end, as NFD's
+``beforeSatisfyInterest`` and ASF's timeouts do: :meth:`Strategy.watch` marks a PIT entry, and
+the pipelines then call :meth:`~Strategy.before_satisfy_interest` when Data satisfies it and
+:meth:`~Strategy.on_interest_expired` when it expires unanswered.  Entries nobody watches cost
+the pipelines one dict probe, so strategies that do not care pay nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from icn.errors import ConfigError
 from icn.wire import tlv_types as T
 
 if TYPE_CHECKING:
@@ -22,8 +31,12 @@ if TYPE_CHECKING:
     from forwarder.fw.forwarder_base import ForwarderBase
     from forwarder.table.fib import NextHop
     from forwarder.table.pit import PitEntry
+    from icn.wire.packet import DataView
 
 STRATEGY_PREFIX = "/localhost/nfd/strategy/"
+
+# strategy_info key of the strategy that watches an entry (see Strategy.watch)
+WATCHER = "strategy"
 
 _NO_NEXTHOPS: tuple[NextHop, ...] = ()
 
@@ -68,25 +81,48 @@ class InterestContext:
 
 class Strategy:
     """Base class of forwarding strategies.  Subclasses set ``name`` and implement
-    :meth:`after_receive_interest`; the default Nack handling is NFD's ``processNack``."""
+    :meth:`after_receive_interest`; the default Nack handling is NFD's ``processNack``.
+
+    ``parameters`` are the ``key~value`` components that followed the version in the instance
+    name, already checked by :meth:`check_parameters`.
+    """
 
     name: ClassVar[str] = ""  # short name, e.g. "best-route"
     version: ClassVar[int] = 0
 
-    def __init__(self, fw: ForwarderBase) -> None:
+    def __init__(self, fw: ForwarderBase, parameters: Mapping[str, str] | None = None) -> None:
         self.fw = fw
         # The forwarder never replaces these objects, so holding them saves a lookup per packet.
         self.faces = fw.faces
         self.fib = fw.fib
         self.counters = fw.counters
+        self.parameters: dict[str, str] = self.check_parameters(parameters or {})
+        self.full_name = self.instance_name_with(self.parameters)
 
     @classmethod
     def instance_name(cls) -> str:
-        """The canonical NFD instance name, e.g. ``/localhost/nfd/strategy/best-route/v=5``."""
+        """The canonical NFD instance name, e.g. ``/localhost/nfd/strategy/best-route/v=5``
+        (without parameters: an instance's whole name is its ``full_name``)."""
         return f"{STRATEGY_PREFIX}{cls.name}/v={cls.version}"
 
+    @classmethod
+    def instance_name_with(cls, parameters: Mapping[str, str]) -> str:
+        """The instance name with checked ``parameters`` after the version."""
+        return cls.instance_name() + "".join(f"/{k}~{v}" for k, v in parameters.items())
+
+    @classmethod
+    def check_parameters(cls, parameters: Mapping[str, str]) -> dict[str, str]:
+        """The parameters in canonical form; ConfigError naming a bad one and the fix.  This
+        strategy takes none (NFD's parameters follow the version: ``.../v=5/key~value``)."""
+        if parameters:
+            given = ", ".join(f"{k}~{v}" for k, v in parameters.items())
+            raise ConfigError(
+                f"strategy {cls.name} takes no parameters (got {given}); use {cls.instance_name()}"
+            )
+        return {}
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.instance_name()})"
+        return f"{type(self).__name__}({self.full_name})"
 
     # -- triggers ------------------------------------------------------------------------------
 
@@ -95,10 +131,34 @@ class Strategy:
         raise NotImplementedError
 
     def after_receive_nack(self, entry: PitEntry, ingress_id: int, reason: int, now: float) -> None:
-        """An upstream Nacked our Interest (its out-record already carries ``reason``)."""
+        """An upstream Nacked our Interest (its out-record already carries ``reason``).  If no
+        upstream is left pending afterwards, the pipeline ends the entry at the next tick."""
         self.process_nack(entry)
 
+    def before_satisfy_interest(self, entry: PitEntry, ingress_id: int, now: float) -> None:
+        """Data from ``ingress_id`` satisfies a watched entry, whose out-records are still all
+        there (NFD's ``beforeSatisfyInterest``).  Default: nothing."""
+
+    def on_interest_expired(self, entry: PitEntry, now: float) -> None:
+        """A watched entry expired unsatisfied: its out-records that carry no Nack were never
+        answered.  Default: nothing."""
+
+    def after_receive_unsolicited_data(self, face_id: int, data: DataView, now: float) -> bool:
+        """Data from ``face_id`` matched no PIT entry.  True if this strategy was expecting it
+        (a late answer from an upstream it also sent to) and has counted it; the forwarder
+        drops it either way.  Default: not expected."""
+        return False
+
+    def tick(self, now: float) -> None:
+        """The forwarder's periodic timer (every few tens of ms): run what is due.  Strategies
+        keep their timers in one structure each and act here, never with a task per Interest."""
+
     # -- helpers -------------------------------------------------------------------------------
+
+    def watch(self, entry: PitEntry) -> None:
+        """Be told how ``entry`` ends (:meth:`before_satisfy_interest`,
+        :meth:`on_interest_expired`)."""
+        entry.strategy_info[WATCHER] = self
 
     def nexthops(self, entry: PitEntry) -> Sequence[NextHop]:
         """The FIB next hops for the entry's name, cheapest first (empty when there is no route)."""
@@ -153,3 +213,13 @@ class Strategy:
             return
         self.send_nacks(entry, least)
         self.reject_pending_interest(entry)
+
+
+def watcher_of(entry: PitEntry) -> Strategy | None:
+    """The strategy watching ``entry`` (see :meth:`Strategy.watch`), or None: one dict probe,
+    none at all for the usual entry without strategy state."""
+    info = entry.strategy_info
+    if not info:
+        return None
+    watcher = info.get(WATCHER)
+    return watcher if isinstance(watcher, Strategy) else None

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from forwarder.fw.best_route import BestRouteStrategy
+from forwarder.fw.forwarder_base import ForwarderBase
 from forwarder.fw.multicast import MulticastStrategy
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
-from forwarder.fw.strategy_registry import canonical_name, known_names, resolve
+from forwarder.fw.strategy import InterestContext, watcher_of
+from forwarder.fw.strategy_registry import STRATEGIES, canonical_name, known_names, resolve
+from forwarder.table.pit import PitEntry
 from icn.errors import ConfigError
 from icn.wire import tlv_types as T
 from icn.wire.name import from_uri
+from icn.wire.packet import DataView
 
-from .fakes import Net, interest
+from .fakes import Net, data, interest, nonce
 
 
 def test_best_route_picks_lowest_cost() -> None:
@@ -141,12 +147,13 @@ def test_strategy_names() -> None:
     ]
     for bad in (
         "/localhost/nfd/strategy/best-route/v=4",
-        "/localhost/nfd/strategy/best-route/v=5/x~1",
-        "/localhost/nfd/strategy/asf",
+        "/localhost/nfd/strategy/random",
         "",
     ):
-        with pytest.raises(ConfigError):
+        with pytest.raises(ConfigError, match="unknown strategy"):
             resolve(bad)
+    with pytest.raises(ConfigError, match="takes no parameters"):
+        resolve("/localhost/nfd/strategy/best-route/v=5/x~1")
 
 
 def test_default_strategy_and_bad_default() -> None:
@@ -174,3 +181,87 @@ def test_retx_suppression_exponential_caps_at_maximum() -> None:
     assert entry.strategy_info["retx.interval"] == pytest.approx(0.250)
     with pytest.raises(ValueError):
         RetxSuppressionExponential(initial=0.5, maximum=0.1)
+
+
+class _Recorder(BestRouteStrategy):
+    """best-route that watches its entries and records what the pipelines tell it."""
+
+    name = "recorder"
+    version = 1
+
+    def __init__(self, fw: ForwarderBase, parameters: Mapping[str, str] | None = None) -> None:
+        super().__init__(fw, parameters)
+        self.events: list[tuple[str, object]] = []
+
+    @classmethod
+    def check_parameters(cls, parameters: Mapping[str, str]) -> dict[str, str]:
+        return dict(parameters)  # any, to see them arrive
+
+    def after_receive_interest(self, entry: PitEntry, ctx: InterestContext) -> None:
+        self.watch(entry)
+        super().after_receive_interest(entry, ctx)
+
+    def before_satisfy_interest(self, entry: PitEntry, ingress_id: int, now: float) -> None:
+        self.events.append(("satisfy", (ingress_id, sorted(entry.out_records))))
+
+    def on_interest_expired(self, entry: PitEntry, now: float) -> None:
+        self.events.append(("expired", sorted(entry.out_records)))
+
+    def after_receive_unsolicited_data(self, face_id: int, data: DataView, now: float) -> bool:
+        self.events.append(("unsolicited", face_id))
+        return face_id == 4  # "expected" from 4 only
+
+    def tick(self, now: float) -> None:
+        self.events.append(("tick", now))
+
+
+def test_pipelines_tell_a_watching_strategy_how_its_interests_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(STRATEGIES, "recorder", _Recorder)
+    net = Net()
+    net.route("/a", 3)
+    net.fw.set_strategy(from_uri("/a"), "/localhost/nfd/strategy/recorder/v=1/k~v")
+    rec = net.fw.strategy_choice.get(from_uri("/a"))
+    assert isinstance(rec, _Recorder) and rec.parameters == {"k": "v"}
+    assert rec.full_name == "/localhost/nfd/strategy/recorder/v=1/k~v"
+    net.interest(1, interest("/a/1", 1))
+    net.data(3, data("/a/1"))  # satisfies: told first, with the out-records still there
+    net.data(3, data("/a/1"))  # matches nothing now: offered, not expected from 3
+    net.data(4, data("/a/1"))  # expected from 4: not counted as unsolicited
+    net.interest(1, interest("/a/2", 2, lifetime=10))
+    net.clock.advance(0.02)
+    net.fw.tick()
+    assert rec.events == [
+        ("satisfy", (3, [3])),
+        ("unsolicited", 3),
+        ("unsolicited", 4),
+        ("expired", [3]),
+        ("tick", net.clock.t),
+    ]
+    assert net.counters["fw.drop_unsolicited_data"] == 1
+    # entries of other strategies are not watched: best-route at / sees nothing of this
+    net.route("/b", 3)
+    net.interest(1, interest("/b", 5))
+    assert watcher_of(next(e for e in net.fw.pit if e.name == from_uri("/b"))) is None
+
+
+def test_a_strategy_may_send_elsewhere_after_the_last_nack() -> None:
+    """The Nack pipeline ends the entry only if the strategy left nothing pending."""
+    net = Net(n_faces=5)
+    net.route("/a", 3)
+    w = interest("/a", 1)
+    net.interest(1, w)
+    entry = next(iter(net.fw.pit))
+    strategy = net.fw.strategy_choice.find(entry.name, entry.name_ends)
+    sent_on: list[int] = []
+
+    def resend(entry: PitEntry, ingress_id: int, reason: int, now: float) -> None:
+        ctx = InterestContext(net.faces[1], w, nonce(1), 4000, True, now)
+        strategy.send_interest(entry, net.faces[4], ctx)
+        sent_on.append(4)
+
+    strategy.after_receive_nack = resend  # type: ignore[method-assign]
+    net.nack(3, w, T.NACK_NO_ROUTE)
+    net.fw.tick()
+    assert sent_on == [4] and len(net.fw.pit) == 1  # still waiting for 4
