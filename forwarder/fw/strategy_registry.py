@@ -3,7 +3,7 @@
 A strategy is named by its short name (``best-route``) or its NFD instance name
 (``/localhost/nfd/strategy/best-route``, optionally with the version ``/v=5``), which is what
 ``nfdc strategy set`` and python-ndn send through management.  As in NFD, parameters are name
-components ``key~value`` after the version (``/localhost/nfd/strategy/<name>/v=<n>/key~value``);
+components ``key~value`` after the version (``/localhost/nfd/strategy/asf/v=5/clone-after~50``);
 the class checks them (:meth:`Strategy.check_parameters`).
 """
 
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
+from forwarder.fw.asf import AsfStrategy
 from forwarder.fw.best_route import BestRouteStrategy
 from forwarder.fw.multicast import MulticastStrategy
 from forwarder.fw.strategy import STRATEGY_PREFIX, Strategy
 from icn.errors import ConfigError
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (BestRouteStrategy, MulticastStrategy)
+    cls.name: cls for cls in (BestRouteStrategy, MulticastStrategy, AsfStrategy)
 }
 
 

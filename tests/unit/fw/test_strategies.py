@@ -144,6 +144,7 @@ def test_strategy_names() -> None:
     assert known_names() == [
         "/localhost/nfd/strategy/best-route/v=5",
         "/localhost/nfd/strategy/multicast/v=5",
+        "/localhost/nfd/strategy/asf/v=5",
     ]
     for bad in (
         "/localhost/nfd/strategy/best-route/v=4",

@@ -1,0 +1,353 @@
+"""asf (NFD's ``AsfStrategy``, Adaptive Smoothed-RTT-based Forwarding), with request cloning.
+
+For each prefix (FIB entry) the strategy measures every next hop from the PIT's out-records:
+Data back on an out-record's face gives an RTT sample (now minus the out-record's send time, not
+taken from a hop the Interest went to twice: Karn), and an entry that expires with the
+out-record unanswered, or a Nack from the hop, is a failure.  A new Interest goes to the best
+hop: the lowest smoothed RTT among hops that answer, else a hop never measured, else (nothing
+else left) a failed one; the FIB cost breaks ties.  At most once per ``probing-interval`` per
+prefix a copy of a real Interest probes another hop, the one probed longest ago, so a hop that
+got faster, a new route, or a failed hop whose back-off is over gets measured again.  A Nack
+from a hop sends the Interest on to another hop not tried yet (NFD waits for the consumer to
+retransmit); ``max-timeouts`` failures in a row mark a hop failed: it is ranked last and not
+probed for a back-off that doubles per further failure (from the probing interval, at most
+30 s or the interval), until it answers again.
+
+Request cloning (``clone-after``): an Interest not answered within that time is sent once more,
+to the best hop it has not been sent to; the first Data satisfies the PIT entry and the other
+one arrives late and is dropped, counted as "fw.clone_late_data" (and measures its hop).  The
+timer is one heap per instance, run by the forwarder's periodic tick (so a clone leaves within
+one tick period after its time, 20 ms by default), never a task per Interest.
+
+Parameters, NFD-style components after the version, e.g.
+``/localhost/nfd/strategy/asf/v=5/probing-interval~500/clone-after~50``:
+
+- ``probing-interval~MS``: time between probes of a prefix (default 1000; NFD's is 60000);
+- ``max-timeouts~N``: failures in a row that mark a hop failed (default 1: move away at once);
+- ``clone-after~MS``: clone Interests pending that long (default: never);
+- ``measurements-limit~N``: prefixes measured at most, least recently used out (default 1024).
+
+State is bounded: the measurements (:mod:`forwarder.fw.nexthop_stats`; a prefix unused for
+5 minutes is forgotten, as in NFD), the late upstreams (:mod:`forwarder.fw.late_answers`) and
+the clone heap (one item per Interest of the last ``clone-after``).  Per-Interest state lives in
+the PIT entry (``strategy_info["asf"]``) and goes with it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from forwarder.fw.late_answers import LateAnswers, LateRecord
+from forwarder.fw.nexthop_stats import FailurePolicy, Measurements, Namespace, NextHopStats
+from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
+from forwarder.fw.strategy import InterestContext, Strategy
+from icn.errors import ConfigError
+from icn.wire import tlv_types as T
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from forwarder.face_api import FaceLike
+    from forwarder.fw.forwarder_base import ForwarderBase
+    from forwarder.table.fib import NextHop
+    from forwarder.table.pit import PitEntry
+    from icn.wire.packet import DataView
+
+# name: (default, minimum, maximum, example); None default: off
+PARAMETERS: dict[str, tuple[int | None, int, int, int]] = {
+    "probing-interval": (1000, 10, 3_600_000, 1000),
+    "max-timeouts": (1, 1, 1000, 3),
+    "clone-after": (None, 1, 3_600_000, 50),
+    "measurements-limit": (1024, 1, 1_000_000, 1024),
+}
+MEASUREMENTS_LIFETIME = 300.0  # s: NFD's ASF keeps a prefix's measurements 5 minutes
+BACKOFF_MAX = 30.0  # s, unless the probing interval is longer
+LATE_MAX = 4096  # upstreams remembered after another answered, per instance
+HOUSEKEEPING_PERIOD = 1.0  # s between sweeps of expired measurements and late records
+
+_INFO = "asf"  # strategy_info key
+
+# A next hop as the strategy weighs it: FIB cost, face, stats.
+_Hop = tuple[int, "FaceLike", NextHopStats]
+
+
+def _rank(hop: _Hop) -> tuple[int, float, int]:
+    return hop[2].rank(hop[0])
+
+
+def _probe_order(hop: _Hop) -> tuple[float, int]:
+    last = hop[2].last_probe
+    return (-math.inf if last is None else last, hop[0])
+
+
+class _EntryInfo:
+    """What the strategy keeps in a PIT entry: its prefix's measurements, the latest Interest
+    (what a clone or a fail-over sends), the faces probed, the face cloned to, and the faces
+    sent to more than once (no RTT sample from those)."""
+
+    __slots__ = ("clone", "ctx", "ns", "probes", "resent")
+
+    def __init__(self, ns: Namespace, ctx: InterestContext) -> None:
+        self.ns = ns
+        self.ctx = ctx
+        self.clone: int | None = None
+        self.probes: set[int] = set()
+        self.resent: set[int] = set()
+
+
+class AsfStrategy(Strategy):
+    name = "asf"
+    version = 5
+
+    def __init__(self, fw: ForwarderBase, parameters: Mapping[str, str] | None = None) -> None:
+        super().__init__(fw, parameters)
+        p = {key: PARAMETERS[key][0] for key in PARAMETERS}
+        p.update({key: int(value) for key, value in self.parameters.items()})
+        probing = p["probing-interval"]
+        assert probing is not None  # it has a default; mypy cannot see it
+        self.probing_interval = probing / 1000.0
+        clone_after = p["clone-after"]
+        self.clone_after = None if clone_after is None else clone_after / 1000.0
+        max_timeouts = p["max-timeouts"]
+        limit = p["measurements-limit"]
+        assert max_timeouts is not None and limit is not None
+        self.policy = FailurePolicy(
+            max_timeouts, self.probing_interval, max(BACKOFF_MAX, self.probing_interval)
+        )
+        self.measurements = Measurements(self.policy, limit, MEASUREMENTS_LIFETIME, self.counters)
+        self.late = LateAnswers(LATE_MAX, self.counters)
+        self.retx = RetxSuppressionExponential()
+        self._clones: list[tuple[float, int, PitEntry]] = []  # (when, seq, entry)
+        self._seq = 0
+        self._next_housekeeping = -math.inf
+
+    @classmethod
+    def check_parameters(cls, parameters: Mapping[str, str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in parameters.items():
+            spec = PARAMETERS.get(key)
+            if spec is None:
+                raise ConfigError(
+                    f"strategy asf has no parameter {key!r}; use "
+                    + ", ".join(f"{k}~{v[3]}" for k, v in PARAMETERS.items())
+                )
+            _, low, high, example = spec
+            try:
+                number = int(value)
+            except ValueError:
+                number = low - 1
+            if not low <= number <= high:
+                raise ConfigError(
+                    f"strategy asf: {key}~{value} must be an integer in {low}..{high}, "
+                    f"e.g. {key}~{example}"
+                )
+            out[key] = str(number)
+        return out
+
+    # -- triggers ------------------------------------------------------------------------------
+
+    def after_receive_interest(self, entry: PitEntry, ctx: InterestContext) -> None:
+        now = ctx.now
+        decision = self.retx.decide_per_pit_entry(entry, now)
+        if decision is RetxDecision.SUPPRESS:
+            self.counters["fw.retx_suppressed"] += 1
+            return
+        fib_entry = self.fib.longest_prefix_match(entry.name, entry.name_ends)
+        if fib_entry is None:
+            self._no_route(entry, ctx, decision)
+            return
+        ns = self.measurements.get(fib_entry.prefix, now)
+        hops = self._hops(ns, fib_entry.nexthops, ctx)
+        if not hops:
+            self._no_route(entry, ctx, decision)
+            return
+        info = entry.strategy_info.get(_INFO)
+        if isinstance(info, _EntryInfo):
+            info.ns, info.ctx = ns, ctx
+        else:
+            info = entry.strategy_info[_INFO] = _EntryInfo(ns, ctx)
+            self.watch(entry)
+        if decision is RetxDecision.NEW:
+            best = min(hops, key=_rank)
+            self._send(entry, best, ctx, info)
+            if len(hops) > 1:
+                if now >= ns.next_probe:
+                    self._probe(entry, hops, best, ctx, info)
+                if self.clone_after is not None:
+                    self._seq = seq = self._seq + 1
+                    heapq.heappush(self._clones, (now + self.clone_after, seq, entry))
+            return
+        # An allowed retransmission: the best hop not already waiting on this Interest (the
+        # consumer's retry is a chance to try another), else the best.
+        out_records = entry.out_records
+        idle = []
+        for hop in hops:
+            out = out_records.get(hop[1].face_id)
+            if out is None or out.nack_reason is not None or out.expiry <= now:
+                idle.append(hop)
+        self._send(entry, min(idle or hops, key=_rank), ctx, info)
+
+    def _no_route(self, entry: PitEntry, ctx: InterestContext, decision: RetxDecision) -> None:
+        if decision is RetxDecision.NEW:
+            self.counters["fw.nack_no_route"] += 1
+            self.send_nack(entry, ctx.ingress.face_id, T.NACK_NO_ROUTE)
+            self.reject_pending_interest(entry)
+        else:
+            self.counters["fw.retx_no_nexthop"] += 1
+
+    def after_receive_nack(self, entry: PitEntry, ingress_id: int, reason: int, now: float) -> None:
+        info = entry.strategy_info.get(_INFO)
+        if isinstance(info, _EntryInfo):
+            # Duplicate says the Interest looped back through that hop, not that it failed.
+            if reason != T.NACK_DUPLICATE:
+                info.ns.stats(ingress_id).record_failure(now, nack=True)
+            target = self._untried(entry, info, now)
+            if target is not None:
+                self.counters["fw.asf_failover"] += 1
+                info.ctx.now = now
+                self._send(entry, target, info.ctx, info)
+                return
+        self.process_nack(entry)
+
+    def before_satisfy_interest(self, entry: PitEntry, ingress_id: int, now: float) -> None:
+        info = entry.strategy_info.get(_INFO)
+        if not isinstance(info, _EntryInfo):
+            return
+        ns = info.ns
+        out_records = entry.out_records
+        out = out_records.get(ingress_id)
+        if out is not None and ingress_id not in info.resent:
+            ns.stats(ingress_id).record_rtt(now - out.last_sent)
+        if info.clone == ingress_id:
+            self.counters["fw.clone_won"] += 1
+        late = self.late
+        for face_id, other in out_records.items():
+            if face_id == ingress_id or other.nack_reason is not None or other.expiry <= now:
+                continue
+            record = LateRecord(
+                other.last_sent,
+                other.expiry,
+                ns.stats(face_id),
+                clone=face_id == info.clone,
+                measured=face_id not in info.resent,
+                can_be_prefix=entry.can_be_prefix,
+            )
+            late.add(entry.name, face_id, record)
+
+    def on_interest_expired(self, entry: PitEntry, now: float) -> None:
+        info = entry.strategy_info.get(_INFO)
+        if not isinstance(info, _EntryInfo):
+            return
+        ns = info.ns
+        for face_id, out in entry.out_records.items():
+            if out.nack_reason is None:
+                ns.stats(face_id).record_failure(now, nack=False)
+                self.counters["fw.asf_timeout"] += 1
+
+    def after_receive_unsolicited_data(self, face_id: int, data: DataView, now: float) -> bool:
+        rec = self.late.pop(data, face_id, now)
+        if rec is None:
+            return False
+        if rec.measured:
+            rec.stats.record_rtt(now - rec.sent)
+        self.counters["fw.asf_late_data"] += 1
+        if rec.clone:
+            self.counters["fw.clone_late_data"] += 1
+        return True
+
+    def tick(self, now: float) -> None:
+        clones = self._clones
+        while clones and clones[0][0] <= now:
+            self._clone(heapq.heappop(clones)[2], now)
+        if now >= self._next_housekeeping:
+            self._next_housekeeping = now + HOUSEKEEPING_PERIOD
+            self.measurements.expire(now)
+            self.late.expire(now)
+
+    # -- choices -------------------------------------------------------------------------------
+
+    def _hops(self, ns: Namespace, nexthops: Sequence[NextHop], ctx: InterestContext) -> list[_Hop]:
+        """The eligible next hops with their stats, in FIB order."""
+        faces = self.faces
+        stats = ns.stats
+        hops: list[_Hop] = []
+        for nh in nexthops:
+            face = faces.get(nh.face_id)
+            if face is not None and ctx.is_eligible(face):
+                hops.append((nh.cost, face, stats(nh.face_id)))
+        if len(ns.hops) > len(nexthops):
+            ns.keep_only(nh.face_id for nh in nexthops)
+        return hops
+
+    def best_face(self, ns: Namespace, nexthops: Sequence[NextHop]) -> int | None:
+        """The hop a new Interest would go to now (ignoring where it came from), for status."""
+        ranked = [
+            (ns.stats(nh.face_id).rank(nh.cost), nh.face_id)
+            for nh in nexthops
+            if nh.face_id in self.faces
+        ]
+        return min(ranked)[1] if ranked else None
+
+    def _send(self, entry: PitEntry, hop: _Hop, ctx: InterestContext, info: _EntryInfo) -> None:
+        face = hop[1]
+        if face.face_id in entry.out_records:
+            info.resent.add(face.face_id)
+        self.send_interest(entry, face, ctx)
+
+    def _probe(
+        self,
+        entry: PitEntry,
+        hops: list[_Hop],
+        best: _Hop,
+        ctx: InterestContext,
+        info: _EntryInfo,
+    ) -> None:
+        """Send a copy of this Interest to the hop probed longest ago (never probed first),
+        skipping failed hops still backing off."""
+        now = ctx.now
+        candidates = [h for h in hops if h is not best and not h[2].backing_off(now)]
+        if not candidates:
+            return
+        target = min(candidates, key=_probe_order)
+        info.ns.next_probe = now + self.probing_interval
+        target[2].last_probe = now
+        info.probes.add(target[1].face_id)
+        self.counters["fw.asf_probe"] += 1
+        self._send(entry, target, ctx, info)
+
+    def _untried(self, entry: PitEntry, info: _EntryInfo, now: float) -> _Hop | None:
+        """The best hop this Interest has not been sent to and that is not backing off, if a
+        downstream still waits for it."""
+        if not any(rec.expiry > now for rec in entry.in_records.values()):
+            return None
+        fib_entry = self.fib.longest_prefix_match(entry.name, entry.name_ends)
+        if fib_entry is None:
+            return None
+        out_records = entry.out_records
+        candidates = [
+            hop
+            for hop in self._hops(info.ns, fib_entry.nexthops, info.ctx)
+            if hop[1].face_id not in out_records and not hop[2].backing_off(now)
+        ]
+        return min(candidates, key=_rank) if candidates else None
+
+    def _clone(self, entry: PitEntry, now: float) -> None:
+        """``clone-after`` passed for ``entry``: race a copy on another hop, once."""
+        if not entry.live or entry.satisfied:
+            return
+        info = entry.strategy_info.get(_INFO)
+        if not isinstance(info, _EntryInfo) or info.clone is not None:
+            return
+        if not self.has_pending_out_records(entry, now):
+            return  # every upstream Nacked or expired: nothing to race
+        target = self._untried(entry, info, now)
+        if target is None:
+            self.counters["fw.clone_no_nexthop"] += 1
+            return
+        info.clone = target[1].face_id
+        info.ctx.now = now
+        self.counters["fw.clone"] += 1
+        self._send(entry, target, info.ctx, info)

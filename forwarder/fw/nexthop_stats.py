@@ -1,0 +1,200 @@
+"""What the adaptive strategy (``asf``) knows about the next hops of each prefix.
+
+Per prefix (a FIB entry's), per next hop: the smoothed RTT, its variation and the RTO they give
+(RFC 6298, :class:`icn.dataplane.rtt.RttEstimator`, the one estimator the project has),
+timeouts, Nacks, the failures in a row since the hop last answered, when it was last probed, and
+when a failed hop may be probed again.  Sans-IO: times are seconds of the forwarder's clock,
+passed in.
+
+Bounded twice, as every table of the forwarder: at most ``max_prefixes`` prefixes (least
+recently used out), and a prefix unused for ``lifetime`` seconds is forgotten.  A prefix keeps
+stats only for faces that are its next hops (the strategy prunes the others), so faces that come
+and go (app faces, on-demand UDP peers) do not pile up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from icn.dataplane.rtt import RttEstimator, RttOptions
+
+# Rank classes: a hop that answers is preferred to one never measured, and both to one failing.
+WORKING, UNMEASURED, FAILED = 0, 1, 2
+STATUS_NAMES = ("working", "unmeasured", "failed")
+
+_RTT_OPTIONS = RttOptions()
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """When a hop counts as failed and how long it waits before it is probed again.
+
+    ``max_failures`` timeouts or Nacks in a row mark it failed; it is then not probed for
+    ``backoff_initial`` seconds, doubled by every further failure, at most ``backoff_max``.
+    """
+
+    max_failures: int = 1
+    backoff_initial: float = 1.0
+    backoff_max: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.max_failures < 1 or not 0 < self.backoff_initial <= self.backoff_max:
+            raise ValueError("need max_failures >= 1 and 0 < backoff_initial <= backoff_max")
+
+
+class NextHopStats:
+    """One next hop of one prefix."""
+
+    __slots__ = ("face_id", "failures", "last_probe", "nacks", "policy", "retry_at", "rtt",
+                 "timeouts")  # fmt: skip
+
+    def __init__(self, face_id: int, policy: FailurePolicy) -> None:
+        self.face_id = face_id
+        self.policy = policy
+        self.rtt = RttEstimator(_RTT_OPTIONS)
+        self.timeouts = 0
+        self.nacks = 0
+        self.failures = 0  # timeouts and Nacks in a row, since the hop last answered
+        self.retry_at = -math.inf  # a failed hop is not probed before this
+        self.last_probe: float | None = None
+
+    @property
+    def srtt(self) -> float | None:
+        return self.rtt.srtt
+
+    @property
+    def failed(self) -> bool:
+        return self.failures >= self.policy.max_failures
+
+    def backing_off(self, now: float) -> bool:
+        """Failed, and its back-off not over: neither probed nor cloned to."""
+        return self.failures >= self.policy.max_failures and now < self.retry_at
+
+    def status(self) -> int:
+        if self.failures >= self.policy.max_failures:
+            return FAILED
+        return UNMEASURED if self.rtt.srtt is None else WORKING
+
+    def rank(self, cost: int) -> tuple[int, float, int]:
+        """Sort key, lowest best: working hops by smoothed RTT, then hops never measured, then
+        failed ones by the end of their back-off; the FIB cost breaks ties."""
+        if self.failures >= self.policy.max_failures:
+            return (FAILED, self.retry_at, cost)
+        srtt = self.rtt.srtt
+        if srtt is None:
+            return (UNMEASURED, 0.0, cost)
+        return (WORKING, srtt, cost)
+
+    def record_rtt(self, rtt: float) -> None:
+        """The hop answered after ``rtt`` seconds: a sample, and it is working again."""
+        self.rtt.sample(rtt)
+        self.failures = 0
+        self.retry_at = -math.inf
+
+    def record_failure(self, now: float, *, nack: bool) -> None:
+        """A timeout (or a Nack): one more failure in a row; at the policy's count the hop is
+        failed and backs off, twice as long for each failure beyond it."""
+        if nack:
+            self.nacks += 1
+        else:
+            self.timeouts += 1
+            self.rtt.back_off()
+        self.failures += 1
+        policy = self.policy
+        beyond = self.failures - policy.max_failures
+        if beyond >= 0:
+            wait = policy.backoff_initial * (2.0 ** min(beyond, 30))
+            self.retry_at = now + min(policy.backoff_max, wait)
+
+
+class Namespace:
+    """The measurements of one prefix: its hops' stats and when it may be probed next."""
+
+    __slots__ = ("hops", "last_used", "next_probe", "policy", "prefix")
+
+    def __init__(self, prefix: bytes, policy: FailurePolicy, now: float) -> None:
+        self.prefix = prefix
+        self.policy = policy
+        self.hops: dict[int, NextHopStats] = {}
+        self.next_probe = -math.inf
+        self.last_used = now
+
+    def stats(self, face_id: int) -> NextHopStats:
+        hop = self.hops.get(face_id)
+        if hop is None:
+            hop = self.hops[face_id] = NextHopStats(face_id, self.policy)
+        return hop
+
+    def keep_only(self, face_ids: Iterable[int]) -> None:
+        """Forget the hops that are no longer next hops of the prefix."""
+        keep = set(face_ids)
+        for face_id in [f for f in self.hops if f not in keep]:
+            del self.hops[face_id]
+
+
+class Measurements:
+    """Prefix -> :class:`Namespace`, at most ``max_prefixes`` (least recently used out, counted
+    as "fw.asf_evicted"), each forgotten ``lifetime`` seconds after its last use
+    ("fw.asf_expired")."""
+
+    __slots__ = ("_counters", "_table", "lifetime", "max_prefixes", "policy")
+
+    def __init__(
+        self,
+        policy: FailurePolicy,
+        max_prefixes: int,
+        lifetime: float,
+        counters: Counter[str] | None = None,
+    ) -> None:
+        if max_prefixes < 1 or lifetime <= 0:
+            raise ValueError("need max_prefixes >= 1 and lifetime > 0")
+        self.policy = policy
+        self.max_prefixes = max_prefixes
+        self.lifetime = lifetime
+        self._counters: Counter[str] = Counter() if counters is None else counters
+        self._table: OrderedDict[bytes, Namespace] = OrderedDict()
+
+    def get(self, prefix: bytes, now: float) -> Namespace:
+        """The measurements of ``prefix``, made if new, marked used now."""
+        table = self._table
+        ns = table.get(prefix)
+        if ns is None:
+            ns = table[prefix] = Namespace(prefix, self.policy, now)
+            if len(table) > self.max_prefixes:
+                table.popitem(last=False)
+                self._counters["fw.asf_evicted"] += 1
+        else:
+            table.move_to_end(prefix)
+            ns.last_used = now
+        return ns
+
+    def find(self, prefix: bytes) -> Namespace | None:
+        """The measurements of ``prefix`` if any, without marking them used."""
+        return self._table.get(prefix)
+
+    def expire(self, now: float) -> int:
+        """Forget the prefixes unused for ``lifetime``; return how many.  The table is in order
+        of last use, so only the expired ones at its front are looked at."""
+        table = self._table
+        cutoff = now - self.lifetime
+        n = 0
+        while table:
+            ns = next(iter(table.values()))
+            if ns.last_used > cutoff:
+                break
+            table.popitem(last=False)
+            n += 1
+        if n:
+            self._counters["fw.asf_expired"] += n
+        return n
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __iter__(self) -> Iterator[Namespace]:
+        """Namespaces in canonical prefix order, for the status dataset."""
+        table = self._table
+        return iter([table[p] for p in sorted(table)])

@@ -1,0 +1,440 @@
+"""The adaptive strategy (asf): choice by RTT, bounded probing, fail-over after a timeout or a
+Nack, back-off, bounded measurements, and request cloning; all with the fake clock and faces.
+
+Face 1 is the consumer; faces 3, 4 (and 5) are upstreams announcing /a, all at cost 0 unless a
+test says otherwise, so without measurements the lowest face id is the cheapest.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from forwarder.fw.asf import AsfStrategy
+from forwarder.fw.nexthop_stats import FAILED, UNMEASURED, WORKING, NextHopStats
+from forwarder.fw.strategy_registry import canonical_name, parse
+from icn.errors import ConfigError
+from icn.wire import tlv_types as T
+from icn.wire.name import from_uri
+
+from .fakes import Net, data, interest
+
+ASF = "/localhost/nfd/strategy/asf/v=5"
+A = from_uri("/a")
+
+
+def asf_net(params: str = "", hops: tuple[int, ...] = (3, 4), n_faces: int = 5) -> Net:
+    net = Net(n_faces=n_faces)
+    for f in hops:
+        net.route("/a", f)
+    net.fw.set_strategy(A, ASF + params)
+    return net
+
+
+def strategy(net: Net, prefix: bytes = A) -> AsfStrategy:
+    s = net.fw.strategy_choice.get(prefix)
+    assert isinstance(s, AsfStrategy)
+    return s
+
+
+def hop(net: Net, face_id: int, prefix: bytes = A) -> NextHopStats:
+    ns = strategy(net).measurements.find(prefix)
+    assert ns is not None
+    return ns.hops[face_id]
+
+
+def sent_interests(net: Net) -> dict[int, int]:
+    """Interests sent per upstream face since the last clear."""
+    return {f: len(face.of("interest")) for f, face in net.faces.items() if face.of("interest")}
+
+
+def exchange(net: Net, n: int, answer: dict[int, float]) -> dict[int, int]:
+    """Interest /a/<n> from face 1; each upstream that got it answers after answer[face]
+    seconds (absent: never), in time order.  Returns where it went; clears the faces."""
+    net.clear()
+    net.interest(1, interest(f"/a/{n}", n))
+    went = sent_interests(net)
+    t0 = net.clock.t
+    for face_id, delay in sorted(answer.items(), key=lambda item: item[1]):
+        if face_id in went:
+            net.clock.t = t0 + delay
+            net.data(face_id, data(f"/a/{n}"))
+    net.clear()
+    return went
+
+
+def test_first_interest_goes_to_the_cheapest_and_probes_the_other() -> None:
+    net = asf_net(hops=())
+    net.route("/a", 4, cost=10)
+    net.route("/a", 3, cost=20)
+    net.interest(1, interest("/a/1", 1))
+    assert sent_interests(net) == {4: 1, 3: 1}
+    assert net.counters["fw.asf_probe"] == 1
+    info = next(iter(net.fw.pit)).strategy_info["asf"]
+    assert info.probes == {3}  # type: ignore[attr-defined]
+
+
+def test_best_hop_is_the_lowest_smoothed_rtt_and_the_loser_is_measured_late() -> None:
+    net = asf_net()
+    went = exchange(net, 1, {3: 0.050, 4: 0.010})  # 3 best by face id, 4 probed and faster
+    assert went == {3: 1, 4: 1}
+    assert net.counters["fw.asf_late_data"] == 1  # 3's Data came after 4's
+    assert net.counters["fw.drop_unsolicited_data"] == 0
+    assert hop(net, 4).srtt == pytest.approx(0.010)
+    assert hop(net, 3).srtt == pytest.approx(0.050)
+    net.clock.advance(0.1)  # within the probing interval: no probe
+    for n in range(2, 6):
+        assert exchange(net, n, {3: 0.050, 4: 0.010}) == {4: 1}
+    assert net.counters["fw.asf_probe"] == 1
+    s, fib_entry = strategy(net), net.fw.fib.get(A)
+    ns = s.measurements.find(A)
+    assert ns is not None and fib_entry is not None
+    assert s.best_face(ns, fib_entry.nexthops) == 4
+
+
+def test_equal_rtts_are_broken_by_fib_cost() -> None:
+    net = asf_net(hops=())
+    net.route("/a", 3, cost=50)
+    net.route("/a", 4, cost=5)
+    exchange(net, 1, {3: 0.020, 4: 0.020})
+    net.clock.advance(0.1)
+    assert exchange(net, 2, {4: 0.020}) == {4: 1}
+
+
+def test_probing_is_bounded_to_one_per_interval_and_rotates_least_recently_probed() -> None:
+    net = asf_net("/probing-interval~500", hops=(3, 4, 5), n_faces=6)
+    probes: list[int] = []
+    for n in range(1, 41):  # 40 Interests 50 ms apart: 2 s, so 4 probing intervals
+        went = exchange(net, n, {3: 0.001, 4: 0.005, 5: 0.005})
+        probes += [f for f in went if f != 3]
+        net.clock.advance(0.050)
+    assert net.counters["fw.asf_probe"] == len(probes) == 4
+    assert probes == [4, 5, 4, 5]  # never-probed first, then the one probed longest ago
+    assert hop(net, 3).last_probe is None  # the best is not probed
+
+
+def test_failover_after_a_timeout_and_no_probe_of_the_failed_hop_during_back_off() -> None:
+    net = asf_net()
+    exchange(net, 1, {3: 0.005, 4: 0.020})
+    assert hop(net, 3).srtt == pytest.approx(0.005)
+    net.clock.advance(0.1)
+    assert exchange(net, 2, {}) == {3: 1}  # best 3 never answers
+    net.clock.advance(4.0)  # the Interest's lifetime
+    net.fw.tick()
+    assert net.counters["fw.asf_timeout"] == 1
+    h3 = hop(net, 3)
+    assert (h3.timeouts, h3.failures, h3.status()) == (1, 1, FAILED)
+    t_fail = net.clock.t
+    assert h3.retry_at == pytest.approx(t_fail + 1.0)  # back-off: the probing interval
+    assert exchange(net, 3, {4: 0.020}) == {4: 1}  # moved away; 3 is not probed (backing off)
+    net.clock.advance(0.5)
+    assert exchange(net, 4, {4: 0.020}) == {4: 1}
+    net.clock.advance(0.6)  # back-off over: 3 is probed again, and answers
+    assert exchange(net, 5, {4: 0.020, 3: 0.004}) == {4: 1, 3: 1}
+    assert hop(net, 3).status() == WORKING and hop(net, 3).failures == 0
+    net.clock.advance(0.1)
+    assert exchange(net, 6, {3: 0.004}) == {3: 1}  # back to the faster hop
+
+
+def test_back_off_doubles_with_each_failure_in_a_row_and_is_bounded() -> None:
+    net = asf_net()
+    h = strategy(net).measurements.get(A, net.clock.t).stats(9)
+    waits = []
+    for _ in range(10):
+        h.record_failure(net.clock.t, nack=False)
+        waits.append(round(h.retry_at - net.clock.t, 3))
+    assert waits == [1, 2, 4, 8, 16, 30, 30, 30, 30, 30]
+    h.record_rtt(0.01)
+    assert h.status() == WORKING and not h.backing_off(net.clock.t)
+
+
+def test_max_timeouts_tolerates_isolated_losses() -> None:
+    net = asf_net("/max-timeouts~3")
+    h = strategy(net).measurements.get(A, net.clock.t).stats(3)
+    h.record_rtt(0.01)
+    h.record_failure(net.clock.t, nack=False)
+    h.record_failure(net.clock.t, nack=True)
+    assert h.status() == WORKING and (h.timeouts, h.nacks) == (1, 1)
+    h.record_failure(net.clock.t, nack=False)
+    assert h.status() == FAILED
+
+
+def test_failover_after_a_nack_sends_the_interest_on_and_marks_the_hop() -> None:
+    net = asf_net()
+    exchange(net, 1, {3: 0.005, 4: 0.020})
+    net.clock.advance(0.1)
+    net.clear()
+    w = interest("/a/2", 2)
+    net.interest(1, w)
+    assert sent_interests(net) == {3: 1}
+    net.clear()
+    net.nack(3, w, T.NACK_CONGESTION)
+    # not passed down: the Interest went on to 4 at once
+    assert sent_interests(net) == {4: 1} and net.faces[1].sent == []
+    assert net.counters["fw.asf_failover"] == 1
+    assert (hop(net, 3).nacks, hop(net, 3).status()) == (1, FAILED)
+    net.clock.advance(0.010)
+    net.data(4, data("/a/2"))
+    assert net.faces[1].kinds() == ["data"]
+    net.clock.advance(0.1)
+    assert exchange(net, 3, {4: 0.020}) == {4: 1}  # the next Interest avoids 3
+
+
+def test_nack_from_every_hop_is_passed_down_and_duplicate_is_no_failure() -> None:
+    net = asf_net()
+    w = interest("/a/1", 1)
+    net.interest(1, w)  # to 3, probe to 4
+    net.nack(3, w, T.NACK_DUPLICATE)
+    assert hop(net, 3).failures == 0  # a loop is not the hop's failure
+    net.nack(4, w, T.NACK_NO_ROUTE)
+    assert hop(net, 4).failures == 1
+    assert net.faces[1].of("nack")[0][3] == T.NACK_DUPLICATE  # the least severe reason
+    assert len(net.fw.pit) == 0
+
+
+def test_a_face_gone_from_the_fib_is_forgotten() -> None:
+    net = asf_net(hops=(3, 4, 5), n_faces=6)
+    exchange(net, 1, {3: 0.01, 4: 0.01})
+    ns = strategy(net).measurements.find(A)
+    assert ns is not None and set(ns.hops) == {3, 4, 5}
+    net.fw.fib.remove_nexthop(A, 5)
+    net.clock.advance(0.1)
+    exchange(net, 2, {3: 0.01})
+    assert set(ns.hops) == {3, 4}
+
+
+def test_measurements_are_bounded_lru_and_expire_when_unused() -> None:
+    net = Net(n_faces=5)
+    for p in ("/a", "/b", "/c"):
+        net.route(p, 3)
+        net.route(p, 4)
+    net.fw.set_strategy(b"", ASF + "/measurements-limit~2")
+    s = net.fw.strategy_choice.get(b"")
+    assert isinstance(s, AsfStrategy)
+    for n, p in enumerate(("/a", "/b", "/a", "/c"), 1):
+        net.interest(1, interest(f"{p}/{n}", n))
+        net.clock.advance(0.01)
+    prefixes = [ns.prefix for ns in s.measurements]
+    assert prefixes == [from_uri("/a"), from_uri("/c")]  # /b was the least recently used
+    assert net.counters["fw.asf_evicted"] == 1
+    net.clock.advance(299.0)
+    net.interest(1, interest("/c/9", 9))
+    net.clock.advance(2.0)  # /a unused for 301 s, /c for 2 s
+    net.fw.tick()
+    assert [ns.prefix for ns in s.measurements] == [from_uri("/c")]
+    assert net.counters["fw.asf_expired"] == 1
+
+
+def test_late_records_are_bounded_and_end_with_the_interest_lifetime() -> None:
+    net = asf_net()
+    s = strategy(net)
+    net.interest(1, interest("/a/1", 1, lifetime=100))  # 3, probe 4
+    net.clock.advance(0.01)
+    net.data(3, data("/a/1"))
+    assert len(s.late) == 1
+    net.clock.advance(0.2)  # past 4's out-record: its Data is unsolicited now
+    net.data(4, data("/a/1"))
+    assert net.counters["fw.drop_unsolicited_data"] == 1 and net.counters["fw.asf_late_data"] == 0
+    assert len(s.late) == 0
+
+
+def test_retransmission_prefers_a_hop_not_waiting_and_gives_no_rtt_sample_from_a_resend() -> None:
+    net = asf_net()
+    exchange(net, 1, {3: 0.005, 4: 0.050})
+    net.clock.advance(0.1)
+    net.clear()
+    net.interest(1, interest("/a/2", 2))
+    assert sent_interests(net) == {3: 1}
+    net.clock.advance(0.030)
+    net.interest(1, interest("/a/2", 3))  # the consumer retries: 3 is busy, so 4
+    assert sent_interests(net) == {3: 1, 4: 1}
+    net.clock.advance(0.300)
+    net.interest(1, interest("/a/2", 4))  # both busy: the best (3) again
+    assert sent_interests(net) == {3: 2, 4: 1}
+    before = (hop(net, 3).rtt.samples, hop(net, 4).rtt.samples)
+    net.data(3, data("/a/2"))  # sent to 3 twice: which one did it answer?
+    net.data(4, data("/a/2"))  # late, sent once: a sample
+    assert (hop(net, 3).rtt.samples, hop(net, 4).rtt.samples) == (before[0], before[1] + 1)
+    # the same, the other way round: the hop sent to twice answers late
+    net.clock.advance(0.1)
+    net.interest(1, interest("/a/3", 5))  # to 3
+    net.clock.advance(0.030)
+    net.interest(1, interest("/a/3", 6))  # to 4
+    net.clock.advance(0.300)
+    net.interest(1, interest("/a/3", 7))  # to 3 again
+    before = (hop(net, 3).rtt.samples, hop(net, 4).rtt.samples)
+    net.data(4, data("/a/3"))
+    net.data(3, data("/a/3"))
+    assert net.counters["fw.asf_late_data"] == 3
+    assert (hop(net, 3).rtt.samples, hop(net, 4).rtt.samples) == (before[0], before[1] + 1)
+
+
+# -- request cloning ------------------------------------------------------------------------------
+
+
+def cloning_net(params: str = "/clone-after~50") -> Net:
+    """3 measured fastest, 4 second; the probing interval not over, so the next Interests are
+    not probed."""
+    net = asf_net(params)
+    exchange(net, 1, {3: 0.005, 4: 0.010})
+    net.clock.advance(0.1)
+    return net
+
+
+def test_cloning_fires_after_clone_after_and_not_before() -> None:
+    net = cloning_net()
+    net.interest(1, interest("/a/2", 2))
+    assert sent_interests(net) == {3: 1}
+    net.clock.advance(0.049)
+    net.fw.tick()
+    assert sent_interests(net) == {3: 1} and net.counters["fw.clone"] == 0
+    net.clock.advance(0.001)
+    net.fw.tick()
+    assert sent_interests(net) == {3: 1, 4: 1} and net.counters["fw.clone"] == 1
+    net.clock.advance(1.0)  # one clone per Interest
+    net.fw.tick()
+    assert sent_interests(net) == {3: 1, 4: 1} and net.counters["fw.clone"] == 1
+
+
+def test_first_data_wins_and_the_late_copy_is_dropped_and_counted() -> None:
+    net = cloning_net()
+    c = net.counters
+    late_before = c["fw.asf_late_data"]  # from measuring: 4 answered after 3
+    net.interest(1, interest("/a/2", 2))
+    net.clock.advance(0.060)
+    net.fw.tick()  # cloned to 4
+    net.data(4, data("/a/2"))  # the clone answers first
+    net.clock.advance(0.5)
+    net.data(3, data("/a/2"))  # the straggler
+    assert net.faces[1].kinds() == ["data"]  # the consumer gets one Data
+    assert (c["fw.clone_won"], c["fw.clone_late_data"]) == (1, 0)
+    assert c["fw.asf_late_data"] == late_before + 1
+    assert c["fw.drop_unsolicited_data"] == 0
+    assert hop(net, 3).rtt.samples == 2  # the straggler measured: 5 ms, then 560 ms
+    net.clear()
+    net.interest(1, interest("/a/3", 3))
+    net.clock.advance(0.060)
+    net.fw.tick()  # now 4 is best, cloned to 3
+    assert sent_interests(net) == {4: 1, 3: 1}
+    net.data(4, data("/a/3"))
+    net.data(3, data("/a/3"))  # the clone's late Data
+    assert net.faces[1].kinds() == ["data"]
+    assert (c["fw.clone_won"], c["fw.clone_late_data"]) == (1, 1)
+
+
+def test_no_clone_for_an_answered_interest_or_without_another_hop() -> None:
+    net = cloning_net()
+    net.interest(1, interest("/a/2", 2))
+    net.clock.advance(0.010)
+    net.data(3, data("/a/2"))
+    net.clock.advance(0.100)
+    net.fw.tick()
+    assert net.counters["fw.clone"] == 0
+    single = asf_net("/clone-after~50", hops=(3,))
+    single.interest(1, interest("/a/1", 1))
+    single.clock.advance(0.1)
+    single.fw.tick()
+    assert single.counters["fw.clone"] == 0 and sent_interests(single) == {3: 1}
+
+
+@pytest.mark.parametrize("choice", [ASF, "best-route", "multicast"])
+def test_a_prefix_without_clone_after_never_clones(choice: str) -> None:
+    net = Net(n_faces=5)
+    net.route("/a", 3)
+    net.route("/a", 4)
+    net.fw.set_strategy(A, choice)
+    for n in range(1, 4):  # unanswered, within one probing interval
+        net.interest(1, interest(f"/a/{n}", n))
+        net.clock.advance(0.3)
+        net.fw.tick()
+    net.clock.advance(3.0)
+    net.fw.tick()
+    sent = sent_interests(net)
+    expected = {"multicast": 6, "best-route": 3}.get(choice, 4)  # asf: 3 + its one probe
+    assert sum(sent.values()) == expected
+    assert net.counters["fw.clone"] == 0
+
+
+def test_clone_after_is_per_prefix() -> None:
+    net = Net(n_faces=5)
+    for p in ("/a", "/b"):
+        net.route(p, 3)
+        net.route(p, 4)
+    net.fw.set_strategy(A, ASF + "/clone-after~50")
+    net.fw.set_strategy(from_uri("/b"), ASF)
+    for p in ("/a", "/b"):  # measure, so the next Interests carry no probe
+        net.interest(1, interest(f"{p}/0", 0 if p == "/a" else 10))
+        net.data(3, data(f"{p}/0"))
+        net.data(4, data(f"{p}/0"))
+    net.clock.advance(0.1)
+    net.clear()
+    net.interest(1, interest("/a/1", 1))
+    net.interest(1, interest("/b/1", 11))
+    net.clock.advance(0.1)
+    net.fw.tick()
+    names = sorted(str(i.name) for f in (3, 4) for i in net.faces[f].interests())
+    assert len(names) == 3 and net.counters["fw.clone"] == 1  # /a/1 twice, /b/1 once
+    assert strategy(net) is not net.fw.strategy_choice.get(from_uri("/b"))
+
+
+# -- names and parameters -------------------------------------------------------------------------
+
+
+def test_parameters_in_the_instance_name() -> None:
+    assert canonical_name("asf") == ASF
+    cls, params = parse(ASF + "/clone-after~050/probing-interval~250")
+    assert cls is AsfStrategy and params == {"clone-after": "50", "probing-interval": "250"}
+    assert canonical_name(ASF + "/clone-after~050") == ASF + "/clone-after~50"
+    net = asf_net("/clone-after~50/probing-interval~250/max-timeouts~2/measurements-limit~8")
+    s = strategy(net)
+    assert (s.clone_after, s.probing_interval, s.policy.max_failures) == (0.05, 0.25, 2)
+    assert s.measurements.max_prefixes == 8
+    tail = "/clone-after~50/probing-interval~250/max-timeouts~2/measurements-limit~8"
+    assert s.full_name == ASF + tail
+    net.fw.set_strategy(from_uri("/b"), s.full_name)
+    assert net.fw.strategy_choice.get(from_uri("/b")) is s  # same name: one instance
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (ASF + "/clone-after~0", "clone-after~0 must be an integer in 1..3600000"),
+        (ASF + "/clone-after~soon", "clone-after~soon must be an integer"),
+        (ASF + "/probing-interval~5", "probing-interval~5 must be an integer in 10.."),
+        (ASF + "/speed~3", "strategy asf has no parameter 'speed'; use probing-interval~1000"),
+        (ASF + "/clone-after", "'clone-after' is not a parameter; write key~value"),
+        (ASF + "/clone-after~5/clone-after~6", "parameter clone-after given twice"),
+        (
+            "/localhost/nfd/strategy/asf/clone-after~50",
+            "parameters follow the version, e.g. /localhost/nfd/strategy/asf/v=5/clone-after~50",
+        ),
+    ],
+)
+def test_bad_parameters_name_the_problem_and_the_fix(name: str, message: str) -> None:
+    net = Net()
+    with pytest.raises(ConfigError) as info:
+        net.fw.set_strategy(A, name)
+    assert message in str(info.value)
+    assert len(net.fw.strategies()) == 1  # nothing left behind
+
+
+def test_an_instance_no_prefix_chooses_is_dropped() -> None:
+    net = asf_net("/clone-after~50")
+    assert len(net.fw.strategies()) == 2
+    net.fw.set_strategy(A, "asf")
+    assert [s.full_name for s in net.fw.strategies()] == [
+        "/localhost/nfd/strategy/best-route/v=5",
+        ASF,
+    ]
+    assert net.fw.unset_strategy(A)
+    assert len(net.fw.strategies()) == 1
+
+
+def test_unmeasured_hops_rank_after_working_and_before_failed() -> None:
+    net = asf_net()
+    ns = strategy(net).measurements.get(A, 0.0)
+    working, unmeasured, failed = ns.stats(7), ns.stats(8), ns.stats(9)
+    working.record_rtt(5.0)  # slow, but answering
+    failed.record_rtt(0.001)
+    failed.record_failure(0.0, nack=False)
+    assert [h.status() for h in (working, unmeasured, failed)] == [WORKING, UNMEASURED, FAILED]
+    assert working.rank(99) < unmeasured.rank(0) < failed.rank(0)
