@@ -41,7 +41,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from forwarder.fw.late_answers import LateAnswers, LateRecord
-from forwarder.fw.nexthop_stats import FailurePolicy, Measurements, Namespace, NextHopStats
+from forwarder.fw.nexthop_stats import (
+    UNMEASURED,
+    FailurePolicy,
+    Measurements,
+    Namespace,
+    NextHopStats,
+)
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
 from forwarder.fw.strategy import InterestContext, Strategy
 from icn.errors import ConfigError
@@ -283,12 +289,14 @@ class AsfStrategy(Strategy):
         return hops
 
     def best_face(self, ns: Namespace, nexthops: Sequence[NextHop]) -> int | None:
-        """The hop a new Interest would go to now (ignoring where it came from), for status."""
-        ranked = [
-            (ns.stats(nh.face_id).rank(nh.cost), nh.face_id)
-            for nh in nexthops
-            if nh.face_id in self.faces
-        ]
+        """The hop a new Interest would go to now (ignoring where it came from), for status;
+        changes nothing."""
+        ranked = []
+        for nh in nexthops:
+            if nh.face_id in self.faces:
+                stats = ns.hops.get(nh.face_id)
+                key = (UNMEASURED, 0.0, nh.cost) if stats is None else stats.rank(nh.cost)
+                ranked.append((key, nh.face_id))
         return min(ranked)[1] if ranked else None
 
     def _send(self, entry: PitEntry, hop: _Hop, ctx: InterestContext, info: _EntryInfo) -> None:

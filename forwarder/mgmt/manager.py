@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from forwarder.mgmt import (
+    asf_module,
     channel_module,
     cs_module,
     face_module,
@@ -28,6 +29,7 @@ MODULES = (
     cs_module,
     status_module,
     link_module,
+    asf_module,
 )
 
 

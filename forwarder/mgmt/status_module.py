@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from forwarder.fw.asf import AsfStrategy
 from forwarder.mgmt.context import Managed
 from forwarder.mgmt.dispatcher import Dispatcher
 
@@ -23,7 +24,9 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         msg.n_name_tree_entries = len(fw.fib) + len(fw.pit)
         msg.n_fib_entries = len(fw.fib)
         msg.n_pit_entries = len(fw.pit)
-        msg.n_measurement_entries = 0
+        msg.n_measurement_entries = sum(
+            len(s.measurements) for s in fw.strategies() if isinstance(s, AsfStrategy)
+        )
         msg.n_cs_entries = len(fw.cs)
         msg.n_in_interests = c["fw.in_interest"]
         msg.n_in_data = c["fw.in_data"]

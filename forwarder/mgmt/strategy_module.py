@@ -1,4 +1,10 @@
-"""strategy-choice/set, strategy-choice/unset and the strategy-choice/list dataset."""
+"""strategy-choice/set, strategy-choice/unset and the strategy-choice/list dataset.
+
+The Strategy name may carry parameters after its version, as NFD's do
+(``/localhost/nfd/strategy/asf/v=5/clone-after~50``): 404 for an unknown strategy or version,
+409 for a parameter the strategy refuses (the text names it and the fix); the reply and the list
+give the canonical name, parameters included.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,16 @@ from typing import TYPE_CHECKING
 
 from ndn.encoding import Name
 
-from forwarder.fw.strategy_registry import resolve
+from forwarder.fw.strategy_registry import canonical_name, lookup
 from forwarder.mgmt.context import Managed, checked_prefix
-from forwarder.mgmt.control import BAD_PARAMS, INTERNAL, NOT_FOUND, ControlError, set_name
+from forwarder.mgmt.control import (
+    BAD_PARAMS,
+    CONFLICT,
+    INTERNAL,
+    NOT_FOUND,
+    ControlError,
+    set_name,
+)
 from forwarder.mgmt.dispatcher import Dispatcher
 from icn.errors import ConfigError
 from icn.wire.name import from_uri
@@ -35,16 +48,20 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
             raise ControlError(BAD_PARAMS, "strategy-choice/set needs a Strategy name")
         wanted = Name.to_str(params.strategy.name)
         try:
-            cls = resolve(wanted)
+            lookup(wanted)
         except ConfigError as exc:
             raise ControlError(NOT_FOUND, str(exc)) from None
         try:
-            ctx.fw.set_strategy(prefix, wanted)
+            chosen = canonical_name(wanted)
+        except ConfigError as exc:  # a bad parameter: NFD cannot instantiate it either
+            raise ControlError(CONFLICT, str(exc)) from None
+        try:
+            ctx.fw.set_strategy(prefix, chosen)
         except ConfigError as exc:
             raise ControlError(INTERNAL, str(exc)) from None
         body = ControlParametersValue()
         set_name(body, prefix)
-        body.strategy = _strategy(cls.instance_name())
+        body.strategy = _strategy(chosen)
         return body
 
     def unset_choice(params: ControlParametersValue, _requester: int) -> ControlParametersValue:
@@ -66,7 +83,7 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         for prefix, strategy in sorted(ctx.fw.strategy_choice, key=lambda item: item[0]):
             sc = StrategyChoice()
             set_name(sc, prefix)
-            sc.strategy = _strategy(strategy.instance_name())
+            sc.strategy = _strategy(strategy.full_name)
             msg.strategy_choices.append(sc)
         return bytes(msg.encode())
 

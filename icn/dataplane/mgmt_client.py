@@ -25,7 +25,7 @@ from ndn.encoding import ModelField, NameField, RepeatedField, TlvModel
 from icn.dataplane.segments import data_content
 from icn.errors import CommandFailed, DecodeError, EncodeError
 from icn.wire import tlv_types as T
-from icn.wire.name import as_name, components, generic, to_uri
+from icn.wire.name import NameLike, as_name, components, generic, to_uri
 from icn.wire.tlv import encode_tlv, read_tl
 
 if TYPE_CHECKING:
@@ -294,3 +294,36 @@ def parse_link_list(content: bytes) -> list[dict[str, Any]]:
 async def link_list(ep: Endpoint) -> list[dict[str, Any]]:
     """The faces the forwarder shapes, with their settings and drop counts (``link/list``)."""
     return parse_link_list(await dataset(ep, "link", "list"))
+
+
+# ---- icn extension: the adaptive strategy's measurements (not NFD) -------------------------
+
+
+def asf_list_name(prefix: NameLike, *, local: bool = True) -> bytes:
+    """``/localhost/nfd/asf/list``, followed for a prefix other than ``/`` by one component
+    holding its Name TLV (so that a prefix ending in a version is not read as a follow-up)."""
+    name = management_prefix(local) + generic("asf") + generic("list")
+    value = as_name(prefix)
+    return name + generic(encode_tlv(T.NAME, value)) if value else name
+
+
+def parse_asf_list(content: bytes) -> dict[str, Any]:
+    """``asf/list``: ``{"prefix", "strategy", "asf", "namespaces": [...]}`` (see
+    forwarder.mgmt.asf_module).  CommandFailed if the forwarder answered with a refusal."""
+    if content[:1] == bytes((CONTROL_RESPONSE,)):
+        status, text, body = parse_control_response(content)
+        raise CommandFailed(status, text, "asf/list", body)
+    try:
+        out = json.loads(content)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(f"malformed asf/list dataset: {exc}") from None
+    if not isinstance(out, dict) or not isinstance(out.get("namespaces"), list):
+        raise DecodeError("malformed asf/list dataset: expected an object with namespaces")
+    return out
+
+
+async def asf_list(ep: Endpoint, prefix: NameLike = "/") -> dict[str, Any]:
+    """What the adaptive strategy measured for the prefixes related to ``prefix`` (at, under
+    or above it), and which strategy ``prefix`` uses."""
+    name = asf_list_name(prefix, local=ep.is_local)
+    return parse_asf_list(await ep.fetch_segments(name, must_be_fresh=True))
