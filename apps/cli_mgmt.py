@@ -46,7 +46,9 @@ def _sub(help_text: str) -> typer.Typer:
 
 face_app = _sub("Faces: list, create, destroy and shape (link emulation).")
 route_app = _sub("Routes: list the RIB and FIB, add and remove routes.")
-strategy_app = _sub("Strategy choice: list, set and unset the strategy of a prefix.")
+strategy_app = _sub(
+    "Strategy choice: list, set and unset the strategy of a prefix; show what asf measured."
+)
 cs_app = _sub("Content store: info, erase entries, change capacity and policy.")
 
 
@@ -315,7 +317,11 @@ def strategy_list(transport: TransportOpt = None, as_json: JsonOpt = False) -> N
 def strategy_set(
     prefix: PrefixArg,
     strategy: Annotated[
-        str, typer.Argument(help="best-route, multicast, or /localhost/nfd/strategy/<name>")
+        str,
+        typer.Argument(
+            help="best-route, multicast, asf, or an instance name with parameters after the "
+            "version, e.g. /localhost/nfd/strategy/asf/v=5/clone-after~50"
+        ),
     ],
     transport: TransportOpt = None,
     as_json: JsonOpt = False,
@@ -331,6 +337,69 @@ def strategy_set(
 
     out = with_endpoint("strategy set", transport, body)
     emit(as_json, out, f"strategy set: {out['name']} -> {out.get('strategy')}")
+
+
+def _ms_text(value: float | None) -> str | None:
+    return None if value is None else f"{value:g}"
+
+
+def _show_text(prefix: str, status: dict[str, Any]) -> Callable[[], None]:
+    def text() -> None:
+        uses = f"{status['prefix']} uses {status['strategy']}"
+        namespaces = status["namespaces"]
+        if not status["asf"] and not namespaces:
+            typer.echo(
+                f"{uses}, which keeps no measurements; `icn strategy set {prefix} asf` makes "
+                "it adaptive"
+            )
+            return
+        if not namespaces:
+            typer.echo(f"{uses}: nothing measured (no Interest since it was chosen, or for 5 min)")
+            return
+        typer.echo(uses)
+        cols = ["face", "cost", "best", "status", "srtt ms", "rttvar ms", "rto ms", "samples",
+                "timeouts", "nacks", "failures", "last probe ms ago", "retry in ms"]  # fmt: skip
+        for ns in namespaces:
+            clone = ns["clone_after_ms"]
+            title = (
+                f"{ns['prefix']}: probes every {ns['probing_interval_ms']:g} ms (next in "
+                f"{ns['next_probe_in_ms']:g}), failed after {ns['max_timeouts']} in a row, "
+                + ("no cloning" if clone is None else f"clones after {clone:g} ms")
+            )
+            rows = [
+                (
+                    h["face_id"],
+                    h["cost"],
+                    "*" if h["best"] else "",
+                    h["status"],
+                    _ms_text(h["srtt_ms"]),
+                    _ms_text(h["rttvar_ms"]),
+                    _ms_text(h["rto_ms"]),
+                    h["samples"],
+                    h["timeouts"],
+                    h["nacks"],
+                    h["failures"],
+                    _ms_text(h["last_probe_ago_ms"]),
+                    _ms_text(h["retry_in_ms"]),
+                )
+                for h in ns["nexthops"]
+            ]
+            print_table(title, cols, rows)
+
+    return text
+
+
+@strategy_app.command("show", epilog=EXIT_CODES_HELP)
+def strategy_show(
+    prefix: PrefixArg, transport: TransportOpt = None, as_json: JsonOpt = False
+) -> None:
+    """What the adaptive strategy (asf) measured under PREFIX: per next hop its smoothed RTT,
+    RTT variation, RTO, samples, timeouts, Nacks, failures in a row, last probe, and which hop
+    new Interests go to (best).  A prefix without asf says which strategy it uses."""
+    status = with_endpoint(
+        "strategy show", transport, lambda ep: mc.asf_list(ep, parse_name(prefix))
+    )
+    emit(as_json, status, _show_text(prefix, status))
 
 
 @strategy_app.command("unset", epilog=EXIT_CODES_HELP)
