@@ -91,17 +91,19 @@ def _probe_order(hop: _Hop) -> tuple[float, int]:
 
 class _EntryInfo:
     """What the strategy keeps in a PIT entry: its prefix's measurements, the latest Interest
-    (what a clone or a fail-over sends), the faces probed, the face cloned to, and the faces
-    sent to more than once (no RTT sample from those)."""
+    (what a clone or a fail-over sends), the face cloned to, and the faces sent to more than
+    once (no RTT sample from those; None until there is one, as for most entries)."""
 
-    __slots__ = ("clone", "ctx", "ns", "probes", "resent")
+    __slots__ = ("clone", "ctx", "ns", "resent")
 
     def __init__(self, ns: Namespace, ctx: InterestContext) -> None:
         self.ns = ns
         self.ctx = ctx
         self.clone: int | None = None
-        self.probes: set[int] = set()
-        self.resent: set[int] = set()
+        self.resent: set[int] | None = None
+
+    def sent_once(self, face_id: int) -> bool:
+        return self.resent is None or face_id not in self.resent
 
 
 class AsfStrategy(Strategy):
@@ -177,7 +179,7 @@ class AsfStrategy(Strategy):
             info = entry.strategy_info[_INFO] = _EntryInfo(ns, ctx)
             self.watch(entry)
         if decision is RetxDecision.NEW:
-            best = min(hops, key=_rank)
+            best = hops[0] if len(hops) == 1 else min(hops, key=_rank)
             self._send(entry, best, ctx, info)
             if len(hops) > 1:
                 if now >= ns.next_probe:
@@ -225,7 +227,7 @@ class AsfStrategy(Strategy):
         ns = info.ns
         out_records = entry.out_records
         out = out_records.get(ingress_id)
-        if out is not None and ingress_id not in info.resent:
+        if out is not None and info.sent_once(ingress_id):
             ns.stats(ingress_id).record_rtt(now - out.last_sent)
         if info.clone == ingress_id:
             self.counters["fw.clone_won"] += 1
@@ -238,7 +240,7 @@ class AsfStrategy(Strategy):
                 other.expiry,
                 ns.stats(face_id),
                 clone=face_id == info.clone,
-                measured=face_id not in info.resent,
+                measured=info.sent_once(face_id),
                 can_be_prefix=entry.can_be_prefix,
             )
             late.add(entry.name, face_id, record)
@@ -278,12 +280,17 @@ class AsfStrategy(Strategy):
     def _hops(self, ns: Namespace, nexthops: Sequence[NextHop], ctx: InterestContext) -> list[_Hop]:
         """The eligible next hops with their stats, in FIB order."""
         faces = self.faces
-        stats = ns.stats
+        known = ns.hops
+        ingress_id = ctx.ingress.face_id
+        nonlocal_ok = ctx.nonlocal_ok
         hops: list[_Hop] = []
         for nh in nexthops:
-            face = faces.get(nh.face_id)
-            if face is not None and ctx.is_eligible(face):
-                hops.append((nh.cost, face, stats(nh.face_id)))
+            face_id = nh.face_id
+            face = faces.get(face_id)
+            # InterestContext.is_eligible, inline: this runs for every hop of every Interest
+            if face is not None and face_id != ingress_id and (nonlocal_ok or face.is_local):
+                stats = known.get(face_id)
+                hops.append((nh.cost, face, ns.stats(face_id) if stats is None else stats))
         if len(ns.hops) > len(nexthops):
             ns.keep_only(nh.face_id for nh in nexthops)
         return hops
@@ -302,6 +309,8 @@ class AsfStrategy(Strategy):
     def _send(self, entry: PitEntry, hop: _Hop, ctx: InterestContext, info: _EntryInfo) -> None:
         face = hop[1]
         if face.face_id in entry.out_records:
+            if info.resent is None:
+                info.resent = set()
             info.resent.add(face.face_id)
         self.send_interest(entry, face, ctx)
 
@@ -322,7 +331,6 @@ class AsfStrategy(Strategy):
         target = min(candidates, key=_probe_order)
         info.ns.next_probe = now + self.probing_interval
         target[2].last_probe = now
-        info.probes.add(target[1].face_id)
         self.counters["fw.asf_probe"] += 1
         self._send(entry, target, ctx, info)
 

@@ -81,9 +81,10 @@ class DataPipeline(ReflexivePipeline):
                     continue
                 down.send_data(wire, rec.pit_token, mark)
                 counters["fw.out_data"] += 1
-            watcher = watcher_of(entry)
-            if watcher is not None:
-                watcher.before_satisfy_interest(entry, face_id, now)
+            if entry.strategy_info:  # inline test: most entries have no strategy state
+                watcher = watcher_of(entry)
+                if watcher is not None:
+                    watcher.before_satisfy_interest(entry, face_id, now)
             self._satisfy(entry, face_id, dv.freshness, now)
 
     def _satisfy(self, entry: PitEntry, face_id: int, freshness: int, now: float) -> None:
