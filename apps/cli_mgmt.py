@@ -319,8 +319,8 @@ def strategy_set(
     strategy: Annotated[
         str,
         typer.Argument(
-            help="best-route, multicast, asf, or an instance name with parameters after the "
-            "version, e.g. /localhost/nfd/strategy/asf/v=5/clone-after~50"
+            help="best-route, multicast, asf, multipath, or an instance name with parameters "
+            "after the version, e.g. /localhost/nfd/strategy/asf/v=5/clone-after~50"
         ),
     ],
     transport: TransportOpt = None,

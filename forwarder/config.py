@@ -79,8 +79,8 @@ class RouteConfig(_Strict):
 class StrategyConfig(_Strict):
     prefix: str
     strategy: str = Field(
-        description="best-route, multicast, asf, or an instance name with parameters, e.g. "
-        "/localhost/nfd/strategy/asf/v=5/clone-after~50"
+        description="best-route, multicast, asf, multipath, or an instance name with parameters, "
+        "e.g. /localhost/nfd/strategy/asf/v=5/clone-after~50"
     )
 
     @field_validator("prefix")

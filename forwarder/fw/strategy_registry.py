@@ -14,11 +14,12 @@ from urllib.parse import unquote
 from forwarder.fw.asf import AsfStrategy
 from forwarder.fw.best_route import BestRouteStrategy
 from forwarder.fw.multicast import MulticastStrategy
+from forwarder.fw.multipath import MultipathStrategy
 from forwarder.fw.strategy import STRATEGY_PREFIX, Strategy
 from icn.errors import ConfigError
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (BestRouteStrategy, MulticastStrategy, AsfStrategy)
+    cls.name: cls for cls in (BestRouteStrategy, MulticastStrategy, AsfStrategy, MultipathStrategy)
 }
 
 

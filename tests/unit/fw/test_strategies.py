@@ -145,6 +145,7 @@ def test_strategy_names() -> None:
         "/localhost/nfd/strategy/best-route/v=5",
         "/localhost/nfd/strategy/multicast/v=5",
         "/localhost/nfd/strategy/asf/v=5",
+        "/localhost/nfd/strategy/multipath/v=1",
     ]
     for bad in (
         "/localhost/nfd/strategy/best-route/v=4",
