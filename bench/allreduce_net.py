@@ -26,6 +26,28 @@ The racks and the spine route IP between the namespaces, so both peers cross the
                worker namespace) sharing the aggregators' processes and the links; each job's
                time is compared with in-network's, alone
 
+With ``--spines 2`` the fabric has a second spine, and each rack an uplink to each, shaped
+alike (gloo's IP routes still go through the first spine: its ring has one TCP flow per
+direction on a rack's uplinks, which per-flow ECMP could not split anyway):
+
+        w0 w1 w2 w3         w4 w5 w6 w7
+         \\ \\ / /           \\ \\ / /
+            ra ------ spine ------ rb
+              \\                  /
+               ------ spine2 -----
+
+Each spine's forwarder runs a copy of the root aggregator (the plan's root, serving the job's
+sum prefix), and each rack has the sum prefix routed to both spines at the same cost, the face
+to the first spine made first (so both racks list the spines in the same order):
+
+  in-network:  best-route (single path): every sum Interest goes to the first spine, whose
+               root pulls both racks' partials; the second spine is idle
+  multipath:   the multipath strategy on the sum prefix at both racks: a round's consecutive
+               chunks alternate between the spines, the same way from both racks (the name
+               decides), and a chunk's root pulls that chunk's partials from both racks, so each
+               chunk is summed once, by one root, in the plan's order: the same bits whichever
+               spine
+
 Each mode: a warm-up, then --repeat timed allreduces, each after a barrier; a round counts its
 slowest worker, the table shows the median round.  Every result is checked (ours bit for bit
 against numpy's sum in the plan's order; gloo's against the same sum, sampled, to 1e-4).
@@ -33,8 +55,9 @@ Bytes per uplink are read from the rack end's interface counters around the time
 (up: sent by the rack, down: received), both racks averaged; CPU per process from /proc.
 
 Run (root): .venv/bin/python bench/allreduce_net.py [--sizes 4,16] [--mbit 25,100] [--repeat 2]
-     [--modes gloo,in-network,two-jobs]
-The last line is the geometric mean over the sizes at the first rate.
+     [--modes gloo,in-network,two-jobs] [--spines 2 [--uplink-ratio 0.5]]
+The last line is the geometric mean over the sizes at the first rate (ours/gloo); with two
+spines the line before it compares multipath with single path the same way.
 The gloo peer needs torch: pip install -e .[bench]
 """
 
@@ -86,11 +109,14 @@ from icn.dataplane.endpoint import Endpoint  # noqa: E402
 from icn.wire import tlv_types as T  # noqa: E402
 
 RACKS = ("ra", "rb")
-SPINE = "spine"
+SPINE = "spine"  # the first spine's namespace, and the role of the root aggregator in the plan
+SPINES = (SPINE, "spine2")
 PORT = 6363  # the forwarders' TCP port in every namespace
 GLOO_PORT = 29500
 TWO_JOBS = "two-jobs"
-MODES = ("gloo", "in-network", TWO_JOBS)
+MULTIPATH = "multipath"
+MODES = ("gloo", "in-network", TWO_JOBS, MULTIPATH)
+MULTIPATH_STRATEGY = "/localhost/nfd/strategy/multipath/v=1"
 
 
 @dataclass
@@ -100,13 +126,19 @@ class Fabric:
     per_rack: int
     uplink_ratio: float
     run_dir: Path
+    n_spines: int = 1
     backend: NetnsBackend = field(init=False)
     scenario: Scenario = field(init=False)
 
     def __post_init__(self) -> None:
-        nodes = [SPINE, *RACKS, *self.workers()]
+        nodes = [*self.spines(), *RACKS, *self.workers()]
         links = [LinkSpec(between=(w, self.rack_of(w)), transport="tcp") for w in self.workers()]
-        links += [LinkSpec(between=(rack, SPINE), transport="tcp") for rack in RACKS]
+        # rack by rack, in spine order: the links' (and addresses') order is the same each run
+        links += [
+            LinkSpec(between=(rack, spine), transport="tcp")
+            for rack in RACKS
+            for spine in self.spines()
+        ]
         self.scenario = Scenario(
             name="allreduce-net",
             backend="netns",
@@ -116,6 +148,9 @@ class Fabric:
         self.backend = NetnsBackend(self.scenario, secrets.token_hex(3), self.run_dir)
 
     # ---- naming ----------------------------------------------------------------------------
+
+    def spines(self) -> tuple[str, ...]:
+        return SPINES[: self.n_spines]
 
     def workers(self) -> list[str]:
         return [f"w{i}" for i in range(self.per_rack * len(RACKS))]
@@ -167,7 +202,8 @@ class Fabric:
         """Worker links at ``mbit``, uplinks at ``uplink_ratio`` times that, both directions."""
         for link in self.scenario.links:
             a, b = link.between
-            rate = mbit * self.uplink_ratio if SPINE in link.between else mbit
+            uplink = any(spine in link.between for spine in self.spines())
+            rate = mbit * self.uplink_ratio if uplink else mbit
             for node, peer in ((a, b), (b, a)):
                 self.shape(node, self.ifname(node, peer), rate)
 
@@ -193,14 +229,15 @@ class Fabric:
             total += int(values[head.index("RetransSegs")])
         return total
 
-    def uplink_bytes(self) -> dict[str, tuple[int, int]]:
-        """Per rack: bytes its uplink's rack end has sent (up) and received (down)."""
+    def uplink_bytes(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """Per rack and spine: bytes the uplink's rack end has sent (up) and received (down)."""
         out = {}
         for rack in RACKS:
-            dev = self.ifname(rack, SPINE)
-            text = run_command(["ip", "-n", self.ns(rack), "-j", "-s", "link", "show", "dev", dev])
-            stats = json.loads(text)[0]["stats64"]
-            out[rack] = (int(stats["tx"]["bytes"]), int(stats["rx"]["bytes"]))
+            for spine in self.spines():
+                dev = self.ifname(rack, spine)
+                argv = ["ip", "-n", self.ns(rack), "-j", "-s", "link", "show", "dev", dev]
+                stats = json.loads(run_command(argv))[0]["stats64"]
+                out[rack, spine] = (int(stats["tx"]["bytes"]), int(stats["rx"]["bytes"]))
         return out
 
 
@@ -221,6 +258,7 @@ class Cell:
     cpu: dict[str, float]  # CPU seconds per round: forwarders, workers
     retx: float = 0.0  # TCP segments re-sent per round, all namespaces
     jobs: list[float] = field(default_factory=list)  # two jobs at once: each one's median
+    paths: list[float] = field(default_factory=list)  # two spines: each one's share of bytes
 
     @property
     def seconds(self) -> float:
@@ -235,14 +273,17 @@ async def start_forwarders(
     chunk_bytes: int,
     lifetime_ms: int,
     profile: Path | None,
+    sum_strategy: str | None = None,
 ) -> dict[str, Child]:
-    """A forwarder in the spine and in each rack, with an aggregator of each plan in it;
-    faces and routes up."""
+    """A forwarder in each spine and each rack, with an aggregator of each plan in it (each
+    spine runs the plan's root); faces and routes up; ``sum_strategy`` for the jobs' sum
+    prefixes at the racks (default: best-route)."""
     hosts: dict[str, Child] = {}
     socks: dict[str, Path] = {}
-    for node in (SPINE, *RACKS):
+    jobs = [json.loads(path.read_text())["job"] for path in plans]
+    for node in (*fabric.spines(), *RACKS):
         socks[node] = fabric.backend.unix_socket(node)
-        config = {
+        config: dict[str, Any] = {
             "listen": {"tcp": [f"0.0.0.0:{PORT}"], "unix": str(socks[node])},
             # the workers register their prefixes from their namespaces
             "local_networks": ["127.0.0.0/8", fabric.network()],
@@ -251,12 +292,17 @@ async def start_forwarders(
             # is set alike), with room for a chunk's name, header and signature
             "tcp_max_packet": max(T.MAX_PACKET_SIZE, chunk_bytes + 4096),
         }
+        if sum_strategy is not None and node in RACKS:
+            config["strategies"] = [
+                {"prefix": f"{job}/sum", "strategy": sum_strategy} for job in jobs
+            ]
         path = workdir / f"{node}.json"
         path.write_text(json.dumps(config))
         argv = [sys.executable, "-m", "bench.allreduce_host", "--config", str(path)]
         for plan_path in plans:
             argv += ["--plan", str(plan_path)]
-        argv += ["--node", node, "--lifetime-ms", str(lifetime_ms)]
+        role = SPINE if node in fabric.spines() else node  # every spine: a copy of the root
+        argv += ["--node", role, "--lifetime-ms", str(lifetime_ms)]
         # a slow worker is waited for: the benchmark measures, its deadline catches the dead
         argv += ["--member-timeout", "300"]
         if profile is not None and node == RACKS[0]:
@@ -264,21 +310,30 @@ async def start_forwarders(
         hosts[node] = group.start(node, fabric.argv(node, argv), CHILD_ENV)
     for child in hosts.values():
         child.wait_for("ready face=", timeout=30, stream="stdout")
-    jobs = [json.loads(path.read_text())["job"] for path in plans]
     eps = {node: await Endpoint.connect(f"unix://{sock}") for node, sock in socks.items()}
     try:
         for rack in RACKS:
-            # the rack's Interests for the sum go up; the spine's for the rack's partial come
-            # down: one TCP connection each way, each made by the side that sends Interests
-            up = await face_to(eps[rack], fabric.addr(SPINE, rack))
-            down = await face_to(eps[SPINE], fabric.addr(rack, SPINE))
+            ups = []
+            for spine in fabric.spines():
+                # the rack's Interests for the sum go up; the spine's for the rack's partial
+                # come down: one TCP connection each way, each made by the side that sends
+                # Interests
+                ups.append(await face_to(eps[rack], fabric.addr(spine, rack)))
+                down = await face_to(eps[spine], fabric.addr(rack, spine))
+                for job in jobs:
+                    await register(eps[spine], f"{job}/agg/{rack}", down)
+                    # the spine reaches the rack's workers too, for a bypass of the rack
+                    for w in fabric.workers():
+                        if fabric.rack_of(w) == rack:
+                            await register(eps[spine], f"{job}/w/{w[1:]}", down)
+            # the sum prefix on every uplink at one cost; the strategy picks (multipath: by
+            # chunk over the faces in face id order, which must be the spines' order at
+            # every rack for both racks to send a chunk to the same root)
+            if ups != sorted(ups):
+                raise BenchError(f"rack {rack}: faces to the spines out of order ({ups})")
             for job in jobs:
-                await register(eps[rack], f"{job}/sum", up)
-                await register(eps[SPINE], f"{job}/agg/{rack}", down)
-                # the spine reaches the rack's workers too, for a bypass of the rack
-                for w in fabric.workers():
-                    if fabric.rack_of(w) == rack:
-                        await register(eps[SPINE], f"{job}/w/{w[1:]}", down)
+                for up in ups:
+                    await register(eps[rack], f"{job}/sum", up)
     finally:
         for ep in eps.values():
             ep.close()
@@ -320,7 +375,10 @@ async def run_mode(
             profile = Path(args.profile).resolve() if args.profile else None
             chunk = args.chunk_kib * 1024
             life = args.lifetime_ms
-            hosts = await start_forwarders(fabric, plans, group, d, chunk, life, profile)
+            strategy = MULTIPATH_STRATEGY if mode == MULTIPATH else None
+            hosts = await start_forwarders(
+                fabric, plans, group, d, chunk, life, profile, sum_strategy=strategy
+            )
             base += ["--chunk-kib", str(args.chunk_kib), "--window", str(args.window)]
             base += ["--lifetime-ms", str(life)]
         for j, plan_path in enumerate(plans or [None]):
@@ -385,23 +443,34 @@ async def measure(
         check(kind, mib, ref, replies)
         per_job.append([max(t) for t in zip(*(r["times"] for r in replies), strict=True)])
     rounds = [max(ts) for ts in zip(*per_job, strict=True)]
-    up = statistics.mean(link1[r][0] - link0[r][0] for r in RACKS) / args.repeat
-    down = statistics.mean(link1[r][1] - link0[r][1] for r in RACKS) / args.repeat
+    moved = {key: (link1[key][0] - link0[key][0], link1[key][1] - link0[key][1]) for key in link0}
+    up = sum(u for u, _ in moved.values()) / len(RACKS) / args.repeat
+    down = sum(d for _, d in moved.values()) / len(RACKS) / args.repeat
+    spines = fabric.spines()
+    per_spine = [sum(sum(moved[r, spine]) for r in RACKS) for spine in spines]
+    paths = [b / max(1, sum(per_spine)) for b in per_spine] if len(spines) > 1 else []
     cpu = {"fwd": sum(cpu1[k] - cpu0[k] for k in pids) / args.repeat}
     cpu["workers"] = sum(r["cpu"] for replies in timed for r in replies) / args.repeat
     each_job = [statistics.median(ts) for ts in per_job] if len(jobs) > 1 else []
-    cell = Cell(rounds, up, down, cpu, (retx1 - retx0) / args.repeat, each_job)
+    cell = Cell(rounds, up, down, cpu, (retx1 - retx0) / args.repeat, each_job, paths)
     print(
         f"  {mib} MiB {mode}: {cell.seconds:.2f} s (rounds: "
         f"{', '.join(f'{t:.2f}' for t in rounds)}), uplink up {up / MiB:.1f} MiB down "
-        f"{down / MiB:.1f} MiB",
+        f"{down / MiB:.1f} MiB{split_text(paths)}",
         file=sys.stderr,
         flush=True,
     )
     return cell
 
 
-def print_table(cells: dict[tuple[float, int], dict[str, Cell]]) -> None:
+def split_text(paths: list[float]) -> str:
+    """Each spine's share of the uplink bytes, e.g. ", spines 50/50 %" (nothing for one)."""
+    if not paths:
+        return ""
+    return ", spines " + "/".join(f"{100 * p:.0f}" for p in paths) + " %"
+
+
+def print_table(cells: dict[tuple[float, int], dict[str, Cell]], n_spines: int) -> None:
     head = (
         f"{'Mbit/s':>6} {'size':>6}  {'mode':<10} | {'s':>6} {'/ gloo':>6} | "
         f"{'uplink MiB: up':>14} {'down':>5} {'retx':>6} | {'cpu s: fwd':>10} {'workers':>7}"
@@ -422,11 +491,14 @@ def print_table(cells: dict[tuple[float, int], dict[str, Cell]]) -> None:
                 jobs = "  each job / alone: " + ", ".join(
                     f"{t / alone.seconds:.2f}" for t in c.jobs
                 )
+            single = row.get("in-network")
+            if mode == MULTIPATH and single is not None:
+                jobs += f"  / single path: {c.seconds / single.seconds:.2f}"
             print(
                 f"{mbit:>6g} {f'{mib} MiB':>6}  {mode:<10} | {c.seconds:>6.2f} {ratio} | "
                 f"{c.up / MiB:>14.1f} {c.down / MiB:>5.1f} {c.retx:>6.0f} | {fwd:>10} "
                 f"{c.cpu['workers']:>7.2f}"
-                f"{jobs}"
+                f"{jobs}{split_text(c.paths)}"
             )
     print(
         "Mbit/s: each worker link's rate; s: median over rounds of the slowest worker's time;\n"
@@ -434,12 +506,19 @@ def print_table(cells: dict[tuple[float, int], dict[str, Cell]]) -> None:
         "uplink MiB: bytes per allreduce on a rack's uplink (IP and TCP headers included),\n"
         "  from the rack end's interface counters, both racks averaged; retx: TCP segments\n"
         "  re-sent per allreduce in all namespaces (their /proc/net/snmp)\n"
-        "cpu s: CPU time per allreduce of the three forwarders (aggregators in them) and of\n"
+        "cpu s: CPU time per allreduce of the forwarders (aggregators in them) and of\n"
         "  all workers' allreduce calls\n"
         f"{TWO_JOBS}: two jobs (8 workers each, one per namespace) at once over the same\n"
         "  aggregators and links; s is the slower job's, bytes and CPU are both jobs' together,\n"
         "  'each job / alone' each job's median time over in-network's"
     )
+    if n_spines > 1:
+        print(
+            "two spines: uplink MiB counts both of a rack's uplinks; 'spines a/b %' each\n"
+            "  spine's share of the uplink bytes; in-network: best-route, all over the first\n"
+            f"  spine (single path); {MULTIPATH}: the racks spread the sum's chunks over both\n"
+            "  spines by chunk name, '/ single path' its time over in-network's"
+        )
 
 
 async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
@@ -448,6 +527,7 @@ async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     plan = tree_plan(fabric)
     n = len(plan.workers)
+    n_spines = len(fabric.spines())
     started = time.monotonic()
     refs = references(n, args.sizes, plan)
     fabric.setup()
@@ -462,11 +542,13 @@ async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
         import torch
 
         peer = f", torch {torch.__version__}"
-    over = args.per_rack / args.uplink_ratio
+    over = args.per_rack / args.uplink_ratio / n_spines
+    spines = f" and {n_spines} spines" if n_spines > 1 else ""
+    uplinks = f"{n_spines} uplinks per rack" if n_spines > 1 else "uplinks"
     print(
-        f"allreduce (sum) of float32 among {n} workers in 2 racks, Python "
+        f"allreduce (sum) of float32 among {n} workers in 2 racks{spines}, Python "
         f"{platform.python_version()}, {os.cpu_count()} cores{peer}\n"
-        f"links: tc tbf in both directions, uplinks at {args.uplink_ratio:g}x a worker link's "
+        f"links: tc tbf in both directions, {uplinks} at {args.uplink_ratio:g}x a worker link's "
         f"rate ({over:g}:1 oversubscribed)\n"
         f"ours: TCP faces, chunks of {args.chunk_kib} KiB (one packet each), window "
         f"{args.window}, Interest lifetime {args.lifetime_ms} ms, an aggregator in each "
@@ -474,8 +556,16 @@ async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
         f"1 warm-up and {args.repeat} timed allreduces per cell, all verified; run took "
         f"{time.monotonic() - started:.0f} s"
     )
-    print_table(cells)
+    print_table(cells, n_spines)
     first = args.mbit[0]
+    split = [
+        row[MULTIPATH].seconds / row["in-network"].seconds
+        for (mbit, _), row in cells.items()
+        if mbit == first and MULTIPATH in row and "in-network" in row
+    ]
+    if split:
+        ratio = statistics.geometric_mean(split)
+        print(f"net: multipath/single-path time ratio: {ratio:.2f} (at {first:g} Mbit/s)")
     ratios = [
         row["in-network"].seconds / row["gloo"].seconds
         for (mbit, _), row in cells.items()
@@ -530,18 +620,35 @@ if __name__ == "__main__":
         help="ours: Interest lifetime of workers and aggregators (a queue of 1 MiB takes a third "
         "of a second to cross a 25 Mbit/s link)",
     )
-    ap.add_argument("--modes", type=parse_modes, default=list(MODES), help=",".join(MODES))
+    ap.add_argument(
+        "--modes",
+        type=parse_modes,
+        help=f"{','.join(MODES)} (default: all but {MULTIPATH}; with --spines 2, all but "
+        f"{TWO_JOBS})",
+    )
+    ap.add_argument(
+        "--spines",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: a second spine, each rack an uplink to each (the multipath variant)",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command at most")
     ap.add_argument("--keep", action="store_true", help="keep the processes' logs")
     ap.add_argument("--profile", help="directory for cProfiles of rack ra's forwarder and w0")
     args = ap.parse_args()
     if args.uplink_ratio <= 0:
         ap.error("--uplink-ratio: must be positive, e.g. 1 (uplink as fast as a worker link)")
+    if args.modes is None:
+        skip = TWO_JOBS if args.spines > 1 else MULTIPATH
+        args.modes = [m for m in MODES if m != skip]
+    if MULTIPATH in args.modes and args.spines < 2:
+        ap.error(f"--modes {MULTIPATH}: needs two paths, add --spines 2")
     missing = list(preflight(args.modes))
     if missing:
         sys.exit("cannot run:\n  " + "\n  ".join(missing))
     workdir = Path(tempfile.mkdtemp(prefix="icn-bench-allreduce-net-"))
-    fabric = Fabric(args.per_rack, args.uplink_ratio, workdir)
+    fabric = Fabric(args.per_rack, args.uplink_ratio, workdir, args.spines)
     # SIGTERM like ^C: every exit path below tears the namespaces down
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:

@@ -1,5 +1,6 @@
 """bench/allreduce_net.py on the real kernel: its racks and spine aggregate, one copy of the sum
-crosses each uplink, and its namespaces and processes are gone after the run, also when it is
+crosses each uplink (with two spines: over one spine with best-route, split between them by the
+multipath strategy), and its namespaces and processes are gone after the run, also when it is
 stopped halfway.
 
 Needs root and iproute2 (CI has both; skipped otherwise).  Only the in-network mode runs (the
@@ -79,6 +80,37 @@ def test_racks_aggregate_and_one_sum_crosses_each_uplink(workdir: Path) -> None:
     # a rack sends its partial sum up and gets the sum down once, whatever its worker count:
     # 1 MiB each way plus headers, Interests and the barrier (gloo's ring would carry 1.75 MiB)
     assert 1.0 <= up < 1.4 and 1.0 <= down < 1.4, out
+    assert set(list_namespaces()) <= before, f"the bench left namespaces behind:\n{out[-3000:]}"
+    assert not ours(workdir)
+
+
+def test_two_spines_single_path_uses_one_and_multipath_splits_the_chunks(workdir: Path) -> None:
+    before = set(list_namespaces())
+    proc = bench(workdir, "--spines", "2", "--modes", "in-network,multipath")
+    try:
+        out, _ = proc.communicate(timeout=150)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0, out
+    rows = {}
+    for mode in ("in-network", "multipath"):
+        pattern = (
+            rf"^\s*400 +1 MiB +{mode} +\| +[\d.]+ +\| +([\d.]+) +([\d.]+) +\d+ \|.*"
+            r"spines (\d+)/(\d+) %$"
+        )
+        row = re.search(pattern, out, re.M)
+        assert row is not None, out
+        rows[mode] = [float(v) for v in row.groups()]
+    # best-route: every chunk over the first spine; multipath: the chunks alternate, and each
+    # is summed by one root only (both racks chose the same spine for it), so each rack still
+    # sends its partial up once in all and gets the sum once: 1 MiB plus headers each way
+    assert rows["in-network"][2:] == [100, 0], out
+    assert 45 <= rows["multipath"][2] <= 55 and 45 <= rows["multipath"][3] <= 55, out
+    for up, down, _, _ in rows.values():
+        assert 1.0 <= up < 1.4 and 1.0 <= down < 1.4, out
+    assert re.search(
+        r"^net: multipath/single-path time ratio: [\d.]+ \(at 400 Mbit/s\)$", out, re.M
+    )
     assert set(list_namespaces()) <= before, f"the bench left namespaces behind:\n{out[-3000:]}"
     assert not ours(workdir)
 
