@@ -37,12 +37,13 @@ direction on a rack's uplinks, which per-flow ECMP could not split anyway):
                ------ spine2 -----
 
 Each spine's forwarder runs a copy of the root aggregator (the plan's root, serving the job's
-sum prefix), and each rack has the sum prefix routed to both spines at the same cost, the face
-to the first spine made first (so both racks list the spines in the same order):
+sum prefix):
 
-  in-network:  best-route (single path): every sum Interest goes to the first spine, whose
-               root pulls both racks' partials; the second spine is idle
-  multipath:   the multipath strategy on the sum prefix at both racks: a round's consecutive
+  in-network:  single path: the racks route the sum prefix to the first spine only, whose root
+               pulls both racks' partials; the second spine is idle
+  multipath:   the racks route the sum prefix to both spines at the same cost, the face to the
+               first spine made first (so both racks list the spines in the same order), with
+               the multipath strategy on it: a round's consecutive
                chunks alternate between the spines, the same way from both racks (the name
                decides), and a chunk's root pulls that chunk's partials from both racks, so each
                chunk is summed once, by one root, in the plan's order: the same bits whichever
@@ -273,11 +274,11 @@ async def start_forwarders(
     chunk_bytes: int,
     lifetime_ms: int,
     profile: Path | None,
-    sum_strategy: str | None = None,
+    multipath: bool = False,
 ) -> dict[str, Child]:
     """A forwarder in each spine and each rack, with an aggregator of each plan in it (each
-    spine runs the plan's root); faces and routes up; ``sum_strategy`` for the jobs' sum
-    prefixes at the racks (default: best-route)."""
+    spine runs the plan's root); faces and routes up.  The racks route the jobs' sum to the
+    first spine only, or with ``multipath`` to every spine, spread by the multipath strategy."""
     hosts: dict[str, Child] = {}
     socks: dict[str, Path] = {}
     jobs = [json.loads(path.read_text())["job"] for path in plans]
@@ -292,9 +293,9 @@ async def start_forwarders(
             # is set alike), with room for a chunk's name, header and signature
             "tcp_max_packet": max(T.MAX_PACKET_SIZE, chunk_bytes + 4096),
         }
-        if sum_strategy is not None and node in RACKS:
+        if multipath and node in RACKS:
             config["strategies"] = [
-                {"prefix": f"{job}/sum", "strategy": sum_strategy} for job in jobs
+                {"prefix": f"{job}/sum", "strategy": MULTIPATH_STRATEGY} for job in jobs
             ]
         path = workdir / f"{node}.json"
         path.write_text(json.dumps(config))
@@ -326,13 +327,17 @@ async def start_forwarders(
                     for w in fabric.workers():
                         if fabric.rack_of(w) == rack:
                             await register(eps[spine], f"{job}/w/{w[1:]}", down)
-            # the sum prefix on every uplink at one cost; the strategy picks (multipath: by
-            # chunk over the faces in face id order, which must be the spines' order at
-            # every rack for both racks to send a chunk to the same root)
+            # multipath: the sum prefix on every uplink at one cost, spread by chunk over the
+            # faces in face id order, which must be the spines' order at every rack for both
+            # racks to send a chunk to the same root.  Single path: the first spine only (with
+            # both routes, best-route sends an Interest that reaches the rack more than 10 ms
+            # after another worker's for the same chunk on to the other spine, as a
+            # retransmission, and that spine's root sums the chunk again: 13-20 % of the
+            # uplink bytes went there in a run at 25 and 100 Mbit/s)
             if ups != sorted(ups):
                 raise BenchError(f"rack {rack}: faces to the spines out of order ({ups})")
             for job in jobs:
-                for up in ups:
+                for up in ups if multipath else ups[:1]:
                     await register(eps[rack], f"{job}/sum", up)
     finally:
         for ep in eps.values():
@@ -375,9 +380,8 @@ async def run_mode(
             profile = Path(args.profile).resolve() if args.profile else None
             chunk = args.chunk_kib * 1024
             life = args.lifetime_ms
-            strategy = MULTIPATH_STRATEGY if mode == MULTIPATH else None
             hosts = await start_forwarders(
-                fabric, plans, group, d, chunk, life, profile, sum_strategy=strategy
+                fabric, plans, group, d, chunk, life, profile, multipath=mode == MULTIPATH
             )
             base += ["--chunk-kib", str(args.chunk_kib), "--window", str(args.window)]
             base += ["--lifetime-ms", str(life)]
@@ -515,9 +519,9 @@ def print_table(cells: dict[tuple[float, int], dict[str, Cell]], n_spines: int) 
     if n_spines > 1:
         print(
             "two spines: uplink MiB counts both of a rack's uplinks; 'spines a/b %' each\n"
-            "  spine's share of the uplink bytes; in-network: best-route, all over the first\n"
-            f"  spine (single path); {MULTIPATH}: the racks spread the sum's chunks over both\n"
-            "  spines by chunk name, '/ single path' its time over in-network's"
+            "  spine's share of the uplink bytes; in-network: the sum routed to the first\n"
+            f"  spine only (single path); {MULTIPATH}: the racks spread the sum's chunks\n"
+            "  over both spines by chunk name, '/ single path' its time over in-network's"
         )
 
 

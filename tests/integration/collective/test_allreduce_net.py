@@ -1,7 +1,7 @@
 """bench/allreduce_net.py on the real kernel: its racks and spine aggregate, one copy of the sum
-crosses each uplink (with two spines: over one spine with best-route, split between them by the
-multipath strategy), and its namespaces and processes are gone after the run, also when it is
-stopped halfway.
+crosses each uplink (with two spines: over the one the sum is routed to, or split between them
+by the multipath strategy), and its namespaces and processes are gone after the run, also when
+it is stopped halfway.
 
 Needs root and iproute2 (CI has both; skipped otherwise).  Only the in-network mode runs (the
 gloo peer needs torch, which the test install leaves out), two workers per rack, 1 MiB on fast
@@ -101,7 +101,7 @@ def test_two_spines_single_path_uses_one_and_multipath_splits_the_chunks(workdir
         row = re.search(pattern, out, re.M)
         assert row is not None, out
         rows[mode] = [float(v) for v in row.groups()]
-    # best-route: every chunk over the first spine; multipath: the chunks alternate, and each
+    # single path: every chunk over the first spine; multipath: the chunks alternate, and each
     # is summed by one root only (both racks chose the same spine for it), so each rack still
     # sends its partial up once in all and gets the sum once: 1 MiB plus headers each way
     assert rows["in-network"][2:] == [100, 0], out
