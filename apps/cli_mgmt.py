@@ -358,7 +358,8 @@ def _show_text(prefix: str, status: dict[str, Any]) -> Callable[[], None]:
             return
         typer.echo(uses)
         cols = ["face", "cost", "best", "status", "srtt ms", "rttvar ms", "rto ms", "samples",
-                "timeouts", "nacks", "failures", "last probe ms ago", "retry in ms"]  # fmt: skip
+                "timeouts", "nacks", "congestion", "failures", "last probe ms ago",
+                "retry in ms"]  # fmt: skip
         for ns in namespaces:
             clone = ns["clone_after_ms"]
             title = (
@@ -378,6 +379,7 @@ def _show_text(prefix: str, status: dict[str, Any]) -> Callable[[], None]:
                     h["samples"],
                     h["timeouts"],
                     h["nacks"],
+                    h.get("congestion_nacks", 0),
                     h["failures"],
                     _ms_text(h["last_probe_ago_ms"]),
                     _ms_text(h["retry_in_ms"]),

@@ -11,7 +11,17 @@ got faster, a new route, or a failed hop whose back-off is over gets measured ag
 from a hop sends the Interest on to another hop not tried yet (NFD waits for the consumer to
 retransmit); ``max-timeouts`` failures in a row mark a hop failed: it is ranked last and not
 probed for a back-off that doubles per further failure (from the probing interval, at most
-30 s or the interval), until it answers again.
+30 s or the interval), until it answers again.  A Nack of reason Congestion is no failure: the
+hop is alive and busy (a RICE server with as many calls running as it takes), so the Interest
+goes on to another hop and the next ones avoid it for a short hold (its smoothed RTT, doubling
+per Congestion Nack in a row, at most the probing interval; :mod:`forwarder.fw.nexthop_stats`).
+
+Probes and clones copy an Interest, so its producer may answer it twice: harmless for data,
+wrong for a call that changes something.  ``probe~divert`` makes a probe take the Interest to
+the probed hop instead of copying it (and a retransmission go back to the hop that has it), so
+no Interest of the prefix is ever sent to two upstreams at once; RICE servers' prefixes use it,
+and their idempotent functions' calls, which may run twice, come under ``<prefix>/_idem`` where
+cloning is configured (README, "Replicas").
 
 Request cloning (``clone-after``): an Interest not answered within that time is sent once more,
 to the best hop it has not been sent to; the first Data satisfies the PIT entry and the other
@@ -25,7 +35,9 @@ Parameters, NFD-style components after the version, e.g.
 - ``probing-interval~MS``: time between probes of a prefix (default 1000; NFD's is 60000);
 - ``max-timeouts~N``: failures in a row that mark a hop failed (default 1: move away at once);
 - ``clone-after~MS``: clone Interests pending that long (default: never);
-- ``measurements-limit~N``: prefixes measured at most, least recently used out (default 1024).
+- ``measurements-limit~N``: prefixes measured at most, least recently used out (default 1024);
+- ``probe~copy`` (default) or ``probe~divert``: a probe copies the Interest, or takes it (not
+  with ``clone-after``, which copies).
 
 State is bounded: the measurements (:mod:`forwarder.fw.nexthop_stats`; a prefix unused for
 5 minutes is forgotten, as in NFD), the late upstreams (:mod:`forwarder.fw.late_answers`) and
@@ -69,19 +81,18 @@ PARAMETERS: dict[str, tuple[int | None, int, int, int]] = {
     "clone-after": (None, 1, 3_600_000, 50),
     "measurements-limit": (1024, 1, 1_000_000, 1024),
 }
+# name: the values it takes, the default first
+CHOICES: dict[str, tuple[str, ...]] = {"probe": ("copy", "divert")}
 MEASUREMENTS_LIFETIME = 300.0  # s: NFD's ASF keeps a prefix's measurements 5 minutes
 BACKOFF_MAX = 30.0  # s, unless the probing interval is longer
 LATE_MAX = 4096  # upstreams remembered after another answered, per instance
 HOUSEKEEPING_PERIOD = 1.0  # s between sweeps of expired measurements and late records
+CONGESTION_HOLD_MIN = 0.05  # s: the shortest hold after a Congestion Nack
 
 _INFO = "asf"  # strategy_info key
 
 # A next hop as the strategy weighs it: FIB cost, face, stats.
 _Hop = tuple[int, "FaceLike", NextHopStats]
-
-
-def _rank(hop: _Hop) -> tuple[int, float, int]:
-    return hop[2].rank(hop[0])
 
 
 def _probe_order(hop: _Hop) -> tuple[float, int]:
@@ -113,7 +124,7 @@ class AsfStrategy(Strategy):
     def __init__(self, fw: ForwarderBase, parameters: Mapping[str, str] | None = None) -> None:
         super().__init__(fw, parameters)
         p = {key: PARAMETERS[key][0] for key in PARAMETERS}
-        p.update({key: int(value) for key, value in self.parameters.items()})
+        p.update({key: int(v) for key, v in self.parameters.items() if key in PARAMETERS})
         probing = p["probing-interval"]
         assert probing is not None  # it has a default; mypy cannot see it
         self.probing_interval = probing / 1000.0
@@ -122,8 +133,13 @@ class AsfStrategy(Strategy):
         max_timeouts = p["max-timeouts"]
         limit = p["measurements-limit"]
         assert max_timeouts is not None and limit is not None
+        self.divert = self.parameters.get("probe") == "divert"
         self.policy = FailurePolicy(
-            max_timeouts, self.probing_interval, max(BACKOFF_MAX, self.probing_interval)
+            max_timeouts,
+            self.probing_interval,
+            max(BACKOFF_MAX, self.probing_interval),
+            congestion_hold_min=min(CONGESTION_HOLD_MIN, self.probing_interval),
+            congestion_hold_max=self.probing_interval,
         )
         self.measurements = Measurements(self.policy, limit, MEASUREMENTS_LIFETIME, self.counters)
         self.late = LateAnswers(LATE_MAX, self.counters)
@@ -136,11 +152,22 @@ class AsfStrategy(Strategy):
     def check_parameters(cls, parameters: Mapping[str, str]) -> dict[str, str]:
         out: dict[str, str] = {}
         for key, value in parameters.items():
+            choices = CHOICES.get(key)
+            if choices is not None:
+                if value not in choices:
+                    raise ConfigError(
+                        f"strategy asf: {key}~{value} must be one of "
+                        + ", ".join(f"{key}~{c}" for c in choices)
+                    )
+                out[key] = value
+                continue
             spec = PARAMETERS.get(key)
             if spec is None:
                 raise ConfigError(
                     f"strategy asf has no parameter {key!r}; use "
                     + ", ".join(f"{k}~{v[3]}" for k, v in PARAMETERS.items())
+                    + ", "
+                    + ", ".join(f"{k}~{'|'.join(v)}" for k, v in CHOICES.items())
                 )
             _, low, high, example = spec
             try:
@@ -153,6 +180,12 @@ class AsfStrategy(Strategy):
                     f"e.g. {key}~{example}"
                 )
             out[key] = str(number)
+        if out.get("probe") == "divert" and "clone-after" in out:
+            raise ConfigError(
+                "strategy asf: probe~divert keeps each Interest on one upstream and clone-after "
+                "copies it to a second; choose one (cloning belongs on the prefix of the calls "
+                "that may run twice, e.g. /svc/_idem)"
+            )
         return out
 
     # -- triggers ------------------------------------------------------------------------------
@@ -179,24 +212,36 @@ class AsfStrategy(Strategy):
             info = entry.strategy_info[_INFO] = _EntryInfo(ns, ctx)
             self.watch(entry)
         if decision is RetxDecision.NEW:
-            best = hops[0] if len(hops) == 1 else min(hops, key=_rank)
+            if len(hops) == 1:
+                best = hops[0]
+            else:
+                best = min(hops, key=lambda h: h[2].rank(h[0], now))
+                if self.divert and now >= ns.next_probe:
+                    target = self._probe_target(hops, best, now, ns)
+                    if target is not None:  # the probe takes the Interest: sent once
+                        best = target
             self._send(entry, best, ctx, info)
             if len(hops) > 1:
-                if now >= ns.next_probe:
+                if now >= ns.next_probe and not self.divert:
                     self._probe(entry, hops, best, ctx, info)
                 if self.clone_after is not None:
                     self._seq = seq = self._seq + 1
                     heapq.heappush(self._clones, (now + self.clone_after, seq, entry))
             return
         # An allowed retransmission: the best hop not already waiting on this Interest (the
-        # consumer's retry is a chance to try another), else the best.
+        # consumer's retry is a chance to try another), else the best.  With probe~divert, the
+        # hop still waiting on it if any: another would get the Interest a second time.
         out_records = entry.out_records
         idle = []
+        waiting = []
         for hop in hops:
             out = out_records.get(hop[1].face_id)
             if out is None or out.nack_reason is not None or out.expiry <= now:
                 idle.append(hop)
-        self._send(entry, min(idle or hops, key=_rank), ctx, info)
+            else:
+                waiting.append(hop)
+        choice = (waiting or hops) if self.divert else (idle or hops)
+        self._send(entry, min(choice, key=lambda h: h[2].rank(h[0], now)), ctx, info)
 
     def _no_route(self, entry: PitEntry, ctx: InterestContext, decision: RetxDecision) -> None:
         if decision is RetxDecision.NEW:
@@ -209,8 +254,12 @@ class AsfStrategy(Strategy):
     def after_receive_nack(self, entry: PitEntry, ingress_id: int, reason: int, now: float) -> None:
         info = entry.strategy_info.get(_INFO)
         if isinstance(info, _EntryInfo):
-            # Duplicate says the Interest looped back through that hop, not that it failed.
-            if reason != T.NACK_DUPLICATE:
+            # Duplicate says the Interest looped back through that hop, not that it failed;
+            # Congestion that the hop is busy: held off a while, not failed (module docstring).
+            if reason == T.NACK_CONGESTION:
+                info.ns.stats(ingress_id).record_congestion(now)
+                self.counters["fw.asf_congestion"] += 1
+            elif reason != T.NACK_DUPLICATE:
                 info.ns.stats(ingress_id).record_failure(now, nack=True)
             target = self._untried(entry, info, now)
             if target is not None:
@@ -295,14 +344,14 @@ class AsfStrategy(Strategy):
             ns.keep_only(nh.face_id for nh in nexthops)
         return hops
 
-    def best_face(self, ns: Namespace, nexthops: Sequence[NextHop]) -> int | None:
+    def best_face(self, ns: Namespace, nexthops: Sequence[NextHop], now: float) -> int | None:
         """The hop a new Interest would go to now (ignoring where it came from), for status;
         changes nothing."""
         ranked = []
         for nh in nexthops:
             if nh.face_id in self.faces:
                 stats = ns.hops.get(nh.face_id)
-                key = (UNMEASURED, 0.0, nh.cost) if stats is None else stats.rank(nh.cost)
+                key = (UNMEASURED, 0.0, nh.cost) if stats is None else stats.rank(nh.cost, now)
                 ranked.append((key, nh.face_id))
         return min(ranked)[1] if ranked else None
 
@@ -322,17 +371,22 @@ class AsfStrategy(Strategy):
         ctx: InterestContext,
         info: _EntryInfo,
     ) -> None:
-        """Send a copy of this Interest to the hop probed longest ago (never probed first),
-        skipping failed hops still backing off."""
-        now = ctx.now
+        """Send a copy of this Interest to the hop :meth:`_probe_target` picks."""
+        target = self._probe_target(hops, best, ctx.now, info.ns)
+        if target is not None:
+            self._send(entry, target, ctx, info)
+
+    def _probe_target(self, hops: list[_Hop], best: _Hop, now: float, ns: Namespace) -> _Hop | None:
+        """The hop to probe now, the one probed longest ago (never probed first), skipping
+        failed hops still backing off and congested ones; marked probed."""
         candidates = [h for h in hops if h is not best and not h[2].backing_off(now)]
         if not candidates:
-            return
+            return None
         target = min(candidates, key=_probe_order)
-        info.ns.next_probe = now + self.probing_interval
+        ns.next_probe = now + self.probing_interval
         target[2].last_probe = now
         self.counters["fw.asf_probe"] += 1
-        self._send(entry, target, ctx, info)
+        return target
 
     def _untried(self, entry: PitEntry, info: _EntryInfo, now: float) -> _Hop | None:
         """The best hop this Interest has not been sent to and that is not backing off, if a
@@ -348,7 +402,7 @@ class AsfStrategy(Strategy):
             for hop in self._hops(info.ns, fib_entry.nexthops, info.ctx)
             if hop[1].face_id not in out_records and not hop[2].backing_off(now)
         ]
-        return min(candidates, key=_rank) if candidates else None
+        return min(candidates, key=lambda h: h[2].rank(h[0], now)) if candidates else None
 
     def _clone(self, entry: PitEntry, now: float) -> None:
         """``clone-after`` passed for ``entry``: race a copy on another hop, once."""

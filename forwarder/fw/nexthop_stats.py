@@ -2,9 +2,17 @@
 
 Per prefix (a FIB entry's), per next hop: the smoothed RTT, its variation and the RTO they give
 (RFC 6298, :class:`icn.dataplane.rtt.RttEstimator`, the one estimator the project has),
-timeouts, Nacks, the failures in a row since the hop last answered, when it was last probed, and
-when a failed hop may be probed again.  Sans-IO: times are seconds of the forwarder's clock,
+timeouts, Nacks, the failures in a row since the hop last answered, when it was last probed,
+when a failed hop may be probed again, and until when a hop that said it is overloaded (a Nack
+of reason Congestion) is left alone.  Sans-IO: times are seconds of the forwarder's clock,
 passed in.
+
+A Congestion Nack is not a failure: the hop answered, it is alive, it is busy (a RICE server
+with as many calls running as it takes).  It is *congested* for a hold that starts at its
+smoothed RTT (at least ``congestion_hold_min``, so about one call's time) and doubles per
+Congestion Nack in a row, at most ``congestion_hold_max``; meanwhile new Interests prefer any
+hop that answers or was never measured, and it is neither probed nor cloned to.  Its RTT and
+failures are untouched, so once the hold ends it ranks by its RTT again.
 
 Bounded twice, as every table of the forwarder: at most ``max_prefixes`` prefixes (least
 recently used out), and a prefix unused for ``lifetime`` seconds is forgotten.  A prefix keeps
@@ -21,9 +29,10 @@ from dataclasses import dataclass
 
 from icn.dataplane.rtt import RttEstimator, RttOptions
 
-# Rank classes: a hop that answers is preferred to one never measured, and both to one failing.
-WORKING, UNMEASURED, FAILED = 0, 1, 2
-STATUS_NAMES = ("working", "unmeasured", "failed")
+# Rank classes: a hop that answers is preferred to one never measured, both to one that is busy
+# (Congestion Nack), and all three to one failing.
+WORKING, UNMEASURED, CONGESTED, FAILED = 0, 1, 2, 3
+STATUS_NAMES = ("working", "unmeasured", "congested", "failed")
 
 _RTT_OPTIONS = RttOptions()
 
@@ -34,32 +43,41 @@ class FailurePolicy:
 
     ``max_failures`` timeouts or Nacks in a row mark it failed; it is then not probed for
     ``backoff_initial`` seconds, doubled by every further failure, at most ``backoff_max``.
+    A Congestion Nack holds it off for its smoothed RTT (at least ``congestion_hold_min``),
+    doubled by each further one in a row, at most ``congestion_hold_max``.
     """
 
     max_failures: int = 1
     backoff_initial: float = 1.0
     backoff_max: float = 30.0
+    congestion_hold_min: float = 0.05
+    congestion_hold_max: float = 1.0
 
     def __post_init__(self) -> None:
         if self.max_failures < 1 or not 0 < self.backoff_initial <= self.backoff_max:
             raise ValueError("need max_failures >= 1 and 0 < backoff_initial <= backoff_max")
+        if not 0 < self.congestion_hold_min <= self.congestion_hold_max:
+            raise ValueError("need 0 < congestion_hold_min <= congestion_hold_max")
 
 
 class NextHopStats:
     """One next hop of one prefix."""
 
-    __slots__ = ("face_id", "failures", "last_probe", "nacks", "policy", "retry_at", "rtt",
-                 "timeouts")  # fmt: skip
+    __slots__ = ("congested_until", "congestion", "congestion_nacks", "face_id", "failures",
+                 "last_probe", "nacks", "policy", "retry_at", "rtt", "timeouts")  # fmt: skip
 
     def __init__(self, face_id: int, policy: FailurePolicy) -> None:
         self.face_id = face_id
         self.policy = policy
         self.rtt = RttEstimator(_RTT_OPTIONS)
         self.timeouts = 0
-        self.nacks = 0
+        self.nacks = 0  # Nacks that count as failures (NoRoute, no reason)
         self.failures = 0  # timeouts and Nacks in a row, since the hop last answered
         self.retry_at = -math.inf  # a failed hop is not probed before this
         self.last_probe: float | None = None
+        self.congestion_nacks = 0
+        self.congestion = 0  # Congestion Nacks in a row, since the hop last answered
+        self.congested_until = -math.inf
 
     @property
     def srtt(self) -> float | None:
@@ -70,19 +88,27 @@ class NextHopStats:
         return self.failures >= self.policy.max_failures
 
     def backing_off(self, now: float) -> bool:
-        """Failed, and its back-off not over: neither probed nor cloned to."""
-        return self.failures >= self.policy.max_failures and now < self.retry_at
+        """Failed and its back-off not over, or congested and its hold not over: neither
+        probed nor cloned to."""
+        if self.failures >= self.policy.max_failures:
+            return now < self.retry_at
+        return now < self.congested_until
 
-    def status(self) -> int:
+    def status(self, now: float) -> int:
         if self.failures >= self.policy.max_failures:
             return FAILED
+        if now < self.congested_until:
+            return CONGESTED
         return UNMEASURED if self.rtt.srtt is None else WORKING
 
-    def rank(self, cost: int) -> tuple[int, float, int]:
+    def rank(self, cost: int, now: float) -> tuple[int, float, int]:
         """Sort key, lowest best: working hops by smoothed RTT, then hops never measured, then
-        failed ones by the end of their back-off; the FIB cost breaks ties."""
+        congested ones by the end of their hold, then failed ones by the end of their back-off;
+        the FIB cost breaks ties."""
         if self.failures >= self.policy.max_failures:
             return (FAILED, self.retry_at, cost)
+        if now < self.congested_until:
+            return (CONGESTED, self.congested_until, cost)
         srtt = self.rtt.srtt
         if srtt is None:
             return (UNMEASURED, 0.0, cost)
@@ -93,6 +119,17 @@ class NextHopStats:
         self.rtt.sample(rtt)
         self.failures = 0
         self.retry_at = -math.inf
+        self.congestion = 0
+
+    def record_congestion(self, now: float) -> None:
+        """A Nack of reason Congestion: the hop is busy, not failing.  Held off for its smoothed
+        RTT (at least the policy's minimum), twice as long for each further one in a row."""
+        self.congestion_nacks += 1
+        policy = self.policy
+        hold = max(policy.congestion_hold_min, self.rtt.srtt or 0.0)
+        hold *= 2.0 ** min(self.congestion, 30)
+        self.congestion += 1
+        self.congested_until = now + min(policy.congestion_hold_max, hold)
 
     def record_failure(self, now: float, *, nack: bool) -> None:
         """A timeout (or a Nack): one more failure in a row; at the policy's count the hop is

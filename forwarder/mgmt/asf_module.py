@@ -15,10 +15,11 @@ The content is one JSON object (like link/list, no TLV model to agree on):
   it with ``probing_interval_ms``, ``max_timeouts`` and ``clone_after_ms`` (null: no cloning),
   ``next_probe_in_ms`` (0: the next Interest probes), ``idle_ms`` since its last Interest, and
   ``nexthops``: one object per FIB next hop, in FIB order: ``face_id``, ``cost``, ``best`` (where
-  a new Interest would go now), ``status`` (working, unmeasured or failed), ``srtt_ms``,
-  ``rttvar_ms`` (null until the first sample), ``rto_ms``, ``samples``, ``timeouts``, ``nacks``,
-  ``failures`` (in a row, since it last answered), ``last_probe_ago_ms`` (null: never probed) and
-  ``retry_in_ms`` (a failed hop's back-off left, else null).
+  a new Interest would go now), ``status`` (working, unmeasured, congested or failed),
+  ``srtt_ms``, ``rttvar_ms`` (null until the first sample), ``rto_ms``, ``samples``,
+  ``timeouts``, ``nacks`` (those that count as failures), ``congestion_nacks``, ``failures`` (in
+  a row, since it last answered), ``last_probe_ago_ms`` (null: never probed) and
+  ``retry_in_ms`` (a failed hop's back-off left, or a congested hop's hold, else null).
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ def _related(a: bytes, b: bytes) -> bool:
     return a.startswith(b) or b.startswith(a)
 
 
+def _hold_end(hop: NextHopStats) -> float:
+    """When a hop that is held off gets Interests again: its back-off's end if it failed,
+    else its congestion hold's."""
+    return hop.retry_at if hop.failed else hop.congested_until
+
+
 def _hop_row(
     hop: NextHopStats | None, face_id: int, cost: int, best: bool, now: float
 ) -> dict[str, Any]:
@@ -85,6 +92,7 @@ def _hop_row(
             "samples": 0,
             "timeouts": 0,
             "nacks": 0,
+            "congestion_nacks": 0,
             "failures": 0,
             "last_probe_ago_ms": None,
             "retry_in_ms": None,
@@ -94,23 +102,24 @@ def _hop_row(
         "face_id": face_id,
         "cost": cost,
         "best": best,
-        "status": STATUS_NAMES[hop.status()],
+        "status": STATUS_NAMES[hop.status(now)],
         "srtt_ms": None if rtt.srtt is None else _ms(rtt.srtt),
         "rttvar_ms": None if rtt.srtt is None else _ms(rtt.rttvar),
         "rto_ms": _ms(rtt.rto),
         "samples": rtt.samples,
         "timeouts": hop.timeouts,
         "nacks": hop.nacks,
+        "congestion_nacks": hop.congestion_nacks,
         "failures": hop.failures,
         "last_probe_ago_ms": None if hop.last_probe is None else _ms(now - hop.last_probe),
-        "retry_in_ms": _ms(hop.retry_at - now) if hop.backing_off(now) else None,
+        "retry_in_ms": _ms(_hold_end(hop) - now) if hop.backing_off(now) else None,
     }
 
 
 def namespace_row(strategy: AsfStrategy, ns: Namespace, ctx: Managed, now: float) -> dict[str, Any]:
     fib_entry = ctx.fw.fib.get(ns.prefix)
     nexthops = [] if fib_entry is None else fib_entry.nexthops
-    best = strategy.best_face(ns, nexthops)
+    best = strategy.best_face(ns, nexthops, now)
     next_probe = 0.0 if math.isinf(ns.next_probe) else max(0.0, ns.next_probe - now)
     return {
         "prefix": to_uri(ns.prefix),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from forwarder.fw.asf import AsfStrategy
-from forwarder.fw.nexthop_stats import FAILED, UNMEASURED, WORKING, NextHopStats
+from forwarder.fw.nexthop_stats import CONGESTED, FAILED, UNMEASURED, WORKING, NextHopStats
 from forwarder.fw.strategy_registry import canonical_name, parse
 from icn.errors import ConfigError
 from icn.wire import tlv_types as T
@@ -87,7 +87,7 @@ def test_best_hop_is_the_lowest_smoothed_rtt_and_the_loser_is_measured_late() ->
     s, fib_entry = strategy(net), net.fw.fib.get(A)
     ns = s.measurements.find(A)
     assert ns is not None and fib_entry is not None
-    assert s.best_face(ns, fib_entry.nexthops) == 4
+    assert s.best_face(ns, fib_entry.nexthops, net.clock.t) == 4
 
 
 def test_equal_rtts_are_broken_by_fib_cost() -> None:
@@ -121,7 +121,7 @@ def test_failover_after_a_timeout_and_no_probe_of_the_failed_hop_during_back_off
     net.fw.tick()
     assert net.counters["fw.asf_timeout"] == 1
     h3 = hop(net, 3)
-    assert (h3.timeouts, h3.failures, h3.status()) == (1, 1, FAILED)
+    assert (h3.timeouts, h3.failures, h3.status(net.clock.t)) == (1, 1, FAILED)
     t_fail = net.clock.t
     assert h3.retry_at == pytest.approx(t_fail + 1.0)  # back-off: the probing interval
     assert exchange(net, 3, {4: 0.020}) == {4: 1}  # moved away; 3 is not probed (backing off)
@@ -129,7 +129,7 @@ def test_failover_after_a_timeout_and_no_probe_of_the_failed_hop_during_back_off
     assert exchange(net, 4, {4: 0.020}) == {4: 1}
     net.clock.advance(0.6)  # back-off over: 3 is probed again, and answers
     assert exchange(net, 5, {4: 0.020, 3: 0.004}) == {4: 1, 3: 1}
-    assert hop(net, 3).status() == WORKING and hop(net, 3).failures == 0
+    assert hop(net, 3).status(net.clock.t) == WORKING and hop(net, 3).failures == 0
     net.clock.advance(0.1)
     assert exchange(net, 6, {3: 0.004}) == {3: 1}  # back to the faster hop
 
@@ -143,7 +143,7 @@ def test_back_off_doubles_with_each_failure_in_a_row_and_is_bounded() -> None:
         waits.append(round(h.retry_at - net.clock.t, 3))
     assert waits == [1, 2, 4, 8, 16, 30, 30, 30, 30, 30]
     h.record_rtt(0.01)
-    assert h.status() == WORKING and not h.backing_off(net.clock.t)
+    assert h.status(net.clock.t) == WORKING and not h.backing_off(net.clock.t)
 
 
 def test_max_timeouts_tolerates_isolated_losses() -> None:
@@ -152,9 +152,9 @@ def test_max_timeouts_tolerates_isolated_losses() -> None:
     h.record_rtt(0.01)
     h.record_failure(net.clock.t, nack=False)
     h.record_failure(net.clock.t, nack=True)
-    assert h.status() == WORKING and (h.timeouts, h.nacks) == (1, 1)
+    assert h.status(net.clock.t) == WORKING and (h.timeouts, h.nacks) == (1, 1)
     h.record_failure(net.clock.t, nack=False)
-    assert h.status() == FAILED
+    assert h.status(net.clock.t) == FAILED
 
 
 def test_failover_after_a_nack_sends_the_interest_on_and_marks_the_hop() -> None:
@@ -166,16 +166,120 @@ def test_failover_after_a_nack_sends_the_interest_on_and_marks_the_hop() -> None
     net.interest(1, w)
     assert sent_interests(net) == {3: 1}
     net.clear()
-    net.nack(3, w, T.NACK_CONGESTION)
+    net.nack(3, w, T.NACK_NO_ROUTE)
     # not passed down: the Interest went on to 4 at once
     assert sent_interests(net) == {4: 1} and net.faces[1].sent == []
     assert net.counters["fw.asf_failover"] == 1
-    assert (hop(net, 3).nacks, hop(net, 3).status()) == (1, FAILED)
+    assert (hop(net, 3).nacks, hop(net, 3).status(net.clock.t)) == (1, FAILED)
     net.clock.advance(0.010)
     net.data(4, data("/a/2"))
     assert net.faces[1].kinds() == ["data"]
     net.clock.advance(0.1)
     assert exchange(net, 3, {4: 0.020}) == {4: 1}  # the next Interest avoids 3
+
+
+# -- load: Congestion Nacks -----------------------------------------------------------------------
+
+
+def test_a_congestion_nack_moves_interests_away_for_a_hold_without_failing_the_hop() -> None:
+    net = asf_net("/probing-interval~2000", hops=(3, 4, 5), n_faces=6)
+    exchange(net, 1, {3: 0.005, 4: 0.020})  # 3 best; 4 probed; 5 never measured
+    net.clock.advance(0.1)
+    net.clear()
+    w = interest("/a/2", 2)
+    net.interest(1, w)
+    assert sent_interests(net) == {3: 1}
+    net.clear()
+    net.nack(3, w, T.NACK_CONGESTION)
+    # the Interest goes on at once, to the best hop not tried: 4 (measured) before 5
+    assert sent_interests(net) == {4: 1} and net.faces[1].sent == []
+    h3 = hop(net, 3)
+    assert (h3.congestion_nacks, h3.nacks, h3.failures) == (1, 0, 0)  # busy, not failed
+    assert h3.status(net.clock.t) == CONGESTED and h3.srtt == pytest.approx(0.005)
+    # held for its smoothed RTT, at least 50 ms
+    assert h3.congested_until == pytest.approx(net.clock.t + 0.050)
+    assert net.counters["fw.asf_congestion"] == 1
+    net.data(4, data("/a/2"))
+    net.clock.advance(0.010)
+    assert exchange(net, 3, {4: 0.020}) == {4: 1}  # during the hold: not 3
+    net.clock.advance(0.050)  # hold over: 3 ranks by its RTT again, and gets the next one
+    assert h3.status(net.clock.t) == WORKING
+    assert exchange(net, 4, {3: 0.005}) == {3: 1}
+
+
+def test_congestion_holds_double_in_a_row_up_to_the_probing_interval_and_reset_on_data() -> None:
+    net = asf_net("/probing-interval~300")
+    h = strategy(net).measurements.get(A, net.clock.t).stats(3)
+    h.record_rtt(0.060)
+    holds = []
+    for _ in range(5):
+        h.record_congestion(net.clock.t)
+        holds.append(round(h.congested_until - net.clock.t, 3))
+    assert holds == [0.06, 0.12, 0.24, 0.3, 0.3]
+    assert h.failures == 0 and not h.failed
+    h.record_rtt(0.060)
+    h.record_congestion(net.clock.t)
+    assert h.congested_until - net.clock.t == pytest.approx(0.06)
+    fast = strategy(net).measurements.get(A, net.clock.t).stats(4)
+    fast.record_rtt(0.001)
+    fast.record_congestion(net.clock.t)  # a hold is never shorter than 50 ms
+    assert fast.congested_until - net.clock.t == pytest.approx(0.05)
+
+
+def test_a_congested_hop_ranks_after_unmeasured_and_before_failed_and_is_not_probed() -> None:
+    net = asf_net("/probing-interval~100", hops=(3, 4), n_faces=5)
+    ns = strategy(net).measurements.get(A, net.clock.t)
+    busy, failed, fresh = ns.stats(7), ns.stats(8), ns.stats(9)
+    busy.record_rtt(0.001)
+    busy.record_congestion(0.0)
+    failed.record_failure(0.0, nack=False)
+    assert fresh.rank(0, 0.0) < busy.rank(0, 0.0) < failed.rank(0, 0.0)
+    # every Interest Nacked Congestion by 4: the probes (one per 100 ms) skip it while held
+    exchange(net, 1, {3: 0.002, 4: 0.002})
+    for n in range(2, 12):
+        net.clock.advance(0.030)
+        net.clear()
+        w = interest(f"/a/{n}", n)
+        net.interest(1, w)
+        if 4 in sent_interests(net):
+            net.nack(4, w, T.NACK_CONGESTION)
+        net.data(3, data(f"/a/{n}"))
+    h4 = hop(net, 4)
+    # 300 ms: 3 probing intervals, but the hold (50, 100, 100 ms...) stops most probes
+    assert 1 <= h4.congestion_nacks <= 2 and h4.failures == 0
+
+
+# -- probe~divert ---------------------------------------------------------------------------------
+
+
+def test_divert_probes_take_the_interest_and_never_send_it_twice() -> None:
+    net = asf_net("/probe~divert/probing-interval~500", hops=(3, 4, 5), n_faces=6)
+    went = []
+    for n in range(1, 41):  # 40 Interests 50 ms apart: 2 s, 4 probing intervals
+        sent = exchange(net, n, {3: 0.001, 4: 0.005, 5: 0.005})
+        assert sum(sent.values()) == 1, sent  # one upstream per Interest, probes included
+        went += list(sent)
+        net.clock.advance(0.050)
+    # probes at 0, 0.5, 1 and 1.5 s, each taking the Interest to a hop that is not the best; the
+    # fastest (3) is found by the second and has every Interest but the probes from then on
+    assert net.counters["fw.asf_probe"] == 4
+    assert went[10] == 3 and went[11:].count(3) == 27
+    # a retransmission goes back to the hop still waiting, not to another
+    net.clear()
+    net.interest(1, interest("/a/99", 990))
+    (first,) = sent_interests(net)
+    net.clock.advance(0.100)
+    net.interest(1, interest("/a/99", 991))
+    assert sent_interests(net) == {first: 2}
+
+
+def test_divert_and_clone_after_together_are_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        asf_net("/probe~divert/clone-after~50")
+    assert "probe~divert keeps each Interest on one upstream" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        asf_net("/probe~sometimes")
+    assert "probe~sometimes must be one of probe~copy, probe~divert" in str(info.value)
 
 
 def test_nack_from_every_hop_is_passed_down_and_duplicate_is_no_failure() -> None:
@@ -435,5 +539,6 @@ def test_unmeasured_hops_rank_after_working_and_before_failed() -> None:
     working.record_rtt(5.0)  # slow, but answering
     failed.record_rtt(0.001)
     failed.record_failure(0.0, nack=False)
-    assert [h.status() for h in (working, unmeasured, failed)] == [WORKING, UNMEASURED, FAILED]
-    assert working.rank(99) < unmeasured.rank(0) < failed.rank(0)
+    statuses = [h.status(0.0) for h in (working, unmeasured, failed)]
+    assert statuses == [WORKING, UNMEASURED, FAILED]
+    assert working.rank(99, 0.0) < unmeasured.rank(0, 0.0) < failed.rank(0, 0.0)
