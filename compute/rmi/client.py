@@ -17,8 +17,10 @@ from typing import Any
 
 from compute.rmi.credential import build_credential
 from compute.rmi.errors import (
+    Overloaded,
     ProtocolError,
     ResultLost,
+    RmiError,
     ServerUnavailable,
     SessionUnknown,
     Timeout,
@@ -565,7 +567,11 @@ class Client:
         except (InterestNack, InterestTimeout) as exc:
             raise self._unavailable(exc, name, function) from None
 
-    def _unavailable(self, exc: Exception, name: bytes, function: str) -> ServerUnavailable:
+    def _unavailable(self, exc: Exception, name: bytes, function: str) -> RmiError:
+        if isinstance(exc, InterestNack) and exc.reason_name == "Congestion":
+            # every server of the prefix that the network tried has all its job slots taken
+            self.counters["overloaded"] += 1
+            return Overloaded(f"every server of {to_uri(name)} is busy; retry later", function)
         if isinstance(exc, InterestNack) and exc.reason_name == "NoRoute":
             why = f"no route to {to_uri(name)}: is a server running there (`icn serve`)?"
         else:

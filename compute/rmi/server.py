@@ -5,6 +5,11 @@ Reflexive Interest, authorize it, pull the arguments (segmented, bounded), start
 answer the Trigger Interest with the result when it is ready within a short budget, else with a
 thunk (an unguessable result name and a completion estimate).  Result polls that come early get
 a new estimate (or are held when the result is due within their lifetime), never silence.
+
+A server with ``max_jobs`` calls running answers a new call (a Trigger Interest, or a call in a
+session) with a Nack of reason Congestion, before any work: the forwarders then try another
+replica of the prefix at once and, under the adaptive strategy, send the next calls elsewhere
+for a while (README, "Replicas").  A caller with no replica left gets Overloaded.
 """
 
 from __future__ import annotations
@@ -75,7 +80,8 @@ from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, Sec
 from icn.security.keys import Identity
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
 from icn.security.signed_interest import SignedInterest, read_signed_interest
-from icn.wire.encode import Uncached, data_parts, make_data
+from icn.wire import tlv_types as T
+from icn.wire.encode import Nacked, Uncached, data_parts, make_data
 from icn.wire.name import NameLike, as_name, generic, to_uri
 from icn.wire.packet import InterestView
 from icn.wire.reflexive import LIFETIME_EXTENSION
@@ -91,7 +97,7 @@ class ServerConfig:
 
     inline_budget: float = 0.05  # seconds a call may take and still be answered inline
     inline_max: int = 7000  # bytes of result that ride in the Trigger Interest's Data
-    max_jobs: int = 64  # calls in progress before new ones get Overloaded
+    max_jobs: int = 64  # calls in progress before new ones are Nacked (Congestion)
     max_arg_bytes: int = 64 << 20
     result_ttl: float = 120.0  # seconds a finished result waits to be fetched
     ri_lifetime_ms: int = 1000
@@ -227,6 +233,8 @@ class RmiServer:
             if call.answer is not None:
                 self._answer(iv, reply, call.answer)
             return
+        if self._busy(iv, reply):
+            return
         self._calls.put(key, _Call(), now)
         self.counters["calls"] += 1
         task = asyncio.get_running_loop().create_task(self._serve_call(iv, reply, function, key))
@@ -258,6 +266,15 @@ class RmiServer:
         if loop.time() > deadline + self.config.margin:
             self.counters["answer_late"] += 1
         self._answer(iv, reply, content)
+
+    def _busy(self, iv: InterestView, reply: Reply) -> bool:
+        """Every job slot taken: Nack the call (Congestion), so the network tries another
+        replica; a Data answer, even Overloaded, would end the Interest here."""
+        if len(self.jobs.running) < self.config.max_jobs:
+            return False
+        self.counters["overloaded"] += 1
+        reply(Nacked(iv.wire, T.NACK_CONGESTION))
+        return True
 
     def _spec(self, function: str) -> FunctionSpec:
         """The function called, if it is served and the server has room for a call."""
@@ -515,6 +532,8 @@ class RmiServer:
         """A call in a session: checked (HMAC, time, sequence) before anything else; a replay
         never runs the function (a retransmission gets the answer of the call it repeats)."""
         loop = asyncio.get_running_loop()
+        if self._busy(iv, reply):  # before any check: the sequence number stays unspent
+            return
         try:
             si = read_signed_interest(iv, check_digest=False)  # the session's HMAC covers it
         except DecodeError:

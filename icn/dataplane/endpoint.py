@@ -47,12 +47,13 @@ from icn.wire import tlv_types as T
 from icn.wire.encode import (
     DataParts,
     EncodedInterest,
+    Nacked,
     Outgoing,
     Uncached,
     encode_interest,
     make_data,
 )
-from icn.wire.lp import lp_head, parse_lp
+from icn.wire.lp import encode_nack, lp_head, parse_lp
 from icn.wire.name import NameLike, as_name, to_uri
 from icn.wire.packet import DataView, parse_data, parse_interest
 from icn.wire.reflexive import LIFETIME_EXTENSION, ri_key
@@ -434,8 +435,9 @@ class Endpoint:
     def put(self, wire: Outgoing) -> None:
         """Send a Data packet: the whole TLV, or its :class:`~icn.wire.encode.DataParts` (a
         stream socket then writes the parts with one vectored write, the content uncopied),
-        either one wrapped in :class:`~icn.wire.encode.Uncached` to keep it out of caches.
-        Dropped and counted once the endpoint is closed."""
+        either one wrapped in :class:`~icn.wire.encode.Uncached` to keep it out of caches (a
+        handler's reply path also takes a :class:`~icn.wire.encode.Nacked`).  Dropped and
+        counted once the endpoint is closed."""
         self._write(_framed(wire, None, "put"))
 
     # ---- receive path ----------------------------------------------------------------------
@@ -609,7 +611,10 @@ class Endpoint:
 def _framed(wire: Outgoing, token: bytes | None, what: str) -> bytes | tuple[Buffer, ...]:
     """A Data to send, as :meth:`Endpoint._write` takes it: bare, or behind an LpPacket header
     when it carries a PitToken to echo or CachePolicy NoCache (:class:`Uncached`); the Data
-    itself is not copied into the LpPacket, it follows its header in the same write."""
+    itself is not copied into the LpPacket, it follows its header in the same write.  A
+    :class:`Nacked` goes as the Nack LpPacket of its Interest, with the PitToken."""
+    if isinstance(wire, Nacked):
+        return encode_nack(wire.interest, wire.reason, token)
     no_cache = isinstance(wire, Uncached)
     data = wire.data if isinstance(wire, Uncached) else wire
     if (data.head if isinstance(data, DataParts) else data)[:1] != b"\x06":

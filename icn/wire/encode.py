@@ -207,13 +207,26 @@ class Uncached(NamedTuple):
     data: bytes | DataParts
 
 
+class Nacked(NamedTuple):
+    """Not a Data: a network Nack of the Interest ``interest`` (its wire, as received) with
+    ``reason`` (a NackReason code), for a producer that cannot take the Interest now, e.g. a
+    RICE server with every job slot taken (Congestion): the forwarders then try another
+    producer of the name, which a Data answer, even an error, would stop them doing."""
+
+    interest: bytes
+    reason: int
+
+
 # What a producer hands to a reply path or an endpoint's put: a Data wire, whole or in parts,
-# or one not to be cached.
-Outgoing = bytes | DataParts | Uncached
+# or one not to be cached; or, to a reply path, a Nack of the Interest it answers.
+Outgoing = bytes | DataParts | Uncached | Nacked
 
 
 def data_of(wire: Outgoing) -> bytes:
-    """The Data packet an :data:`Outgoing` holds, as one wire (joined if it is in parts)."""
+    """The Data packet an :data:`Outgoing` holds, as one wire (joined if it is in parts);
+    EncodeError for a Nack."""
+    if isinstance(wire, Nacked):
+        raise EncodeError("a Nack holds no Data")
     data = wire.data if isinstance(wire, Uncached) else wire
     return data.join() if isinstance(data, DataParts) else data
 

@@ -133,14 +133,20 @@ async def test_typed_errors(line: Line) -> None:
     assert funcs.RAN["add"] == 0 and funcs.RAN["digest"] == 0
 
 
-async def test_overloaded(line: Line) -> None:
-    await line.start_server(ServerConfig(max_jobs=1))
-    client = line.client()
+@pytest.mark.parametrize("sessions", [True, False])
+async def test_overloaded(line: Line, sessions: bool) -> None:
+    # a full server Nacks the call (Congestion), in a session or not, and the forwarders pass
+    # the Nack down (there is no other server): the caller gets Overloaded
+    server = await line.start_server(ServerConfig(max_jobs=1))
+    client = line.client(sessions=sessions)
     first = asyncio.ensure_future(client.call("/svc/slow", 1.0))
     await wait_until(lambda: funcs.RAN["slow"] == 1)  # the one job slot is taken
-    with pytest.raises(Overloaded):
+    with pytest.raises(Overloaded, match="every server of /svc is busy"):
         await client.call("/svc/echo", 1)
+    assert server.counters["overloaded"] == 1 and client.counters["overloaded"] == 1
+    assert line.counter(0, "fw.in_nack") == 1  # a network Nack, not a Data
     assert await first == "slept 1.0"
+    assert await client.call("/svc/echo", 2) == 2  # a slot free again: the call runs
 
 
 async def test_no_server_and_client_deadline(line: Line) -> None:
