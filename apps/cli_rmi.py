@@ -64,8 +64,17 @@ def serve(
     module: Annotated[str, typer.Argument(help="module (pkg.mod or file.py) with @function")],
     prefix: Annotated[str, typer.Option("--prefix", help="name prefix to serve under")] = "/svc",
     key: KeyOpt = None,
-    max_jobs: Annotated[int, typer.Option(help="calls in progress before Overloaded")] = 64,
+    max_jobs: Annotated[
+        int, typer.Option(help="calls in progress before new ones are Nacked (Congestion)")
+    ] = 64,
     max_arg_mb: Annotated[float, typer.Option(help="largest accepted arguments, MiB")] = 64.0,
+    replica: Annotated[
+        str | None,
+        typer.Option(
+            help="this server's id among several serving PREFIX (e.g. r1): its thunks and "
+            "memos are named under PREFIX/_r/ID, which must be routed to it"
+        ),
+    ] = None,
     transport: TransportOpt = None,
 ) -> None:
     """Serve a module's @function functions under PREFIX until SIGINT/SIGTERM.
@@ -73,6 +82,7 @@ def serve(
     Prints "rmi server ready" on stdout once the prefix is registered, and its counters at exit.
     """
     from compute.rmi import RmiServer, ServerConfig
+    from compute.rmi.wire import replica_component
 
     if max_jobs < 1 or max_arg_mb <= 0:
         fail("--max-jobs must be >= 1 and --max-arg-mb positive", EXIT_USAGE)
@@ -80,9 +90,13 @@ def serve(
         functions = import_functions(module)
         parse_name(prefix)
         identity = resolve_identity(key)
+        if replica is not None:
+            replica_component(replica)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
-    config = ServerConfig(max_jobs=max_jobs, max_arg_bytes=int(max_arg_mb * (1 << 20)))
+    config = ServerConfig(
+        max_jobs=max_jobs, max_arg_bytes=int(max_arg_mb * (1 << 20)), replica=replica
+    )
 
     async def main() -> dict[str, int]:
         stop = asyncio.Event()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps.scenario.backend import Backend
-from apps.scenario.routing import RouteTable, route_diff
+from apps.scenario.routing import CAPTURE_FLAGS, RouteTable, nested_prefixes, route_diff
 from apps.scenario.schema import LinkSpec, Scenario
 from icn.dataplane import mgmt_client
 from icn.dataplane.endpoint import Endpoint
@@ -68,6 +68,7 @@ class Fabric:
         # node -> prefix -> neighbor -> (face id, cost), as installed
         self.installed: dict[str, dict[str, dict[str, tuple[int, int]]]] = {}
         self.origin = ORIGIN_NLSR if sc.routes == "auto" else ORIGIN_STATIC
+        self.nested = nested_prefixes(sc)  # their routes capture (routing.nested_prefixes)
         # one reroute at a time: each computes its difference from what the one before it
         # installed (two overlapping ones, e.g. a chaos fault's and a restart's, both removed
         # the same route and the second failed with a KeyError)
@@ -205,7 +206,7 @@ class Fabric:
                 continue
             await self.command(
                 node, "rib", "register", name=prefix, face_id=via, cost=cost,
-                origin=self.origin,
+                origin=self.origin, flags=CAPTURE_FLAGS if prefix in self.nested else None,
             )  # fmt: skip
             self.installed.setdefault(node, {}).setdefault(prefix, {})[nbr] = (via, cost)
             changes += 1

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 import networkx as nx  # type: ignore[import-untyped]
 
 from apps.scenario.schema import Scenario
+from icn.wire.name import from_uri
 
 RouteTable = dict[str, dict[str, dict[str, int]]]
 
@@ -32,6 +33,23 @@ def announcements(sc: Scenario, down_services: Iterable[str] = ()) -> dict[str, 
         for prefix in svc.announce:
             out.setdefault(prefix, set()).add(svc.node)
     return out
+
+
+# NFD route flags: CHILD_INHERIT (the route serves longer names too) and CAPTURE (longer names
+# do not inherit the routes of the prefixes above it)
+CAPTURE_FLAGS = 1 | 2
+
+
+def nested_prefixes(sc: Scenario) -> set[str]:
+    """Announced prefixes under another announced prefix (a replica's own names,
+    ``/svc/_r/r1``, under its service's ``/svc``).  Their routes capture, as NLSR registers
+    its routes: ``/svc/_r/r1`` goes toward r1 alone, not also where ``/svc`` goes."""
+    announced = {p: from_uri(p) for p in announcements(sc)}
+    return {
+        p
+        for p, name in announced.items()
+        if any(other != name and name.startswith(other) for other in announced.values())
+    }
 
 
 def topology(

@@ -5,6 +5,13 @@ caller answers the server's Reflexive Interests with its signed credential and t
 the answer is the result, or a thunk to poll after its estimate.  Results of pure functions are
 fetched by the digest of their arguments, so a repeated call is answered by the first content
 store that holds it.  Every Interest keeps the client's ``lifetime_ms``; nothing waits longer.
+
+Calls of idempotent functions (pure ones, ``@function(idempotent=True)``; learnt from a first
+answer, or said with ``invoke(idempotent=True)``) go under ``/svc/_idem/<fn>``, where the
+network may clone them (a strategy with ``clone-after`` on that prefix), and always run the full
+exchange: a session lives on one replica, and a clone must be runnable by any.  Each replica
+that takes the call pulls its own credential; once the caller has an answer, it cancels the
+call on the others (``/svc/_r/<replica>/_cancel/<RNP>``).  README, "Replicas".
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from compute.rmi.wire import (
     ARGS,
     CANCEL,
     HELLO,
+    IDEM,
     KEY_INFO,
     call_digest,
     component_text,
@@ -45,6 +53,7 @@ from compute.rmi.wire import (
     memo_name,
     open_envelope,
     pack_args,
+    replica_component,
     split_service_name,
 )
 from icn.dataplane.endpoint import Endpoint, Verifier
@@ -69,6 +78,8 @@ from icn.wire.serialize import unpack
 
 Progress = Callable[[str, float, float], None]  # (state, elapsed s, eta s)
 MAX_NAMES_KEPT = 4096
+# servers that may take one call (a clone per replica): credentials built for at most this many
+MAX_SERVERS_PER_CALL = 8
 
 
 def split_function(function: str) -> tuple[bytes, str]:
@@ -131,26 +142,52 @@ class _Exchange:
         # X25519 only for a private call or a session: it costs as much as the credential's
         # signature
         self.ephemeral = EphemeralKey.generate() if private or session else None
-        self.server_public: bytes | None = None
+        self.server_public: bytes | None = None  # the first server's, which keys a private call
         self.call_key: CallKey | None = None
         self.args: SegmentedObject | None = None
-        self.credential: bytes | None = None
+        # one credential per server that takes the call (its Reflexive Interest names its
+        # X25519 key, and its replica id if it has one): a clone's server pulls its own
+        self.credentials: dict[bytes, bytes] = {}
+        self.servers: dict[str, bytes] = {}  # replica id ("" if none) -> its X25519 key
 
     def handler(self, iv: InterestView, reply: Reply) -> None:
         parts = split_service_name(self.key, iv.name)
         if not parts:
             return
-        if parts[0] == HELLO and len(parts) == 2:
-            if self.credential is None:  # built once: a retransmitted RI gets the same
-                self.credential = self._credential(iv.name, component_value(parts[1]))
-            if self.credential:
-                reply(self.credential)
+        if parts[0] == HELLO and len(parts) in (2, 3):
+            credential = self.credentials.get(iv.name)
+            if credential is None:  # built once: a retransmitted RI gets the same
+                # a private call is sealed for the first server's key: no other may take it
+                if (self.private and self.credentials) or len(
+                    self.credentials
+                ) >= MAX_SERVERS_PER_CALL:
+                    return
+                server_public = component_value(parts[1])
+                replica = component_text(parts[2]) if len(parts) == 3 else ""
+                self.servers.setdefault(replica or "", server_public)
+                credential = self.credentials[iv.name] = self._credential(iv.name, server_public)
+            if credential:
+                reply(credential)
         elif parts[0] == ARGS and self.args is not None:
             self.args.handler(iv, reply)
 
+    def server_key(self, env: dict[str, Any]) -> bytes | None:
+        """The X25519 key of the server that answered: the one its replica id names, else the
+        only one that took the call (None when several did and the answer does not say)."""
+        replica = env.get("rid")
+        if isinstance(replica, str) and replica in self.servers:
+            return self.servers[replica]
+        return self.server_public if len(self.servers) == 1 else None
+
+    def losers(self, env: dict[str, Any]) -> list[str]:
+        """The replicas that took the call but did not answer it (clones that lost)."""
+        winner = env.get("rid")
+        return [r for r in self.servers if r and r != winner]
+
     def _credential(self, name: bytes, server_public: bytes) -> bytes:
         payload = self.blob
-        self.server_public = server_public
+        if self.server_public is None:
+            self.server_public = server_public
         if self.ephemeral is not None and self.private:
             try:
                 self.call_key = derive_key(
@@ -160,7 +197,7 @@ class _Exchange:
                 return b""  # a malformed server key: let the call fail by timeout
             payload = self.call_key.seal(self.blob, aad=self.key)
         inline = len(payload) <= max(self.client.inline_args, self.room or 0)
-        if not inline:
+        if not inline and self.args is None:  # (the same arguments for every server)
             self.args = SegmentedObject(self.key + ARGS, payload)
         return build_credential(
             self.client.identity,
@@ -217,6 +254,8 @@ class Client:
             key = server_key
             self.verify = lambda dv: verify_data(dv, key)
         self.pure_functions: set[str] = set()  # learnt from answers: probe the memo first
+        # learnt from answers: their calls go under /svc/_idem, where they may be cloned
+        self.idempotent_functions: set[str] = set()
         self.polls = 0
         # one session per server prefix, agreed by the first full exchange with it: later
         # calls are one signed Interest and its Data (``sessions=False``: every call runs the
@@ -259,11 +298,14 @@ class Client:
         *,
         private: bool = False,
         pure: bool = False,
+        idempotent: bool = False,
         timeout: float | None = None,
         progress: Progress | None = None,
     ) -> Any:
         """Call with options: ``private`` encrypts arguments and result under a per-call key;
         ``pure`` probes caches for the result first (learnt after one call anyway);
+        ``idempotent`` says the function may run twice, so the call goes where the network
+        may clone it (learnt after one call too; a private call is never cloned);
         ``timeout`` bounds the whole call (Timeout); ``progress(state, elapsed, eta)`` is told
         while a thunked call runs.  Raises the errors of :mod:`compute.rmi.errors`."""
         split = self._split.get(function)
@@ -282,6 +324,15 @@ class Client:
                     found, value = await self._probe_memo(prefix, fn, blob, function)
                     if found:
                         return value
+                if not private and (
+                    idempotent
+                    or pure
+                    or function in self.idempotent_functions
+                    or function in self.pure_functions
+                ):  # a clone must be runnable by any replica: never in a session
+                    return await self._exchange(
+                        prefix, fn, function, blob, private, progress, started, idempotent=True
+                    )
                 agreeing = self._agreeing.get(prefix)
                 if agreeing is not None and prefix not in self._sessions:
                     await asyncio.shield(agreeing)  # (failed or not: it tells; bounded by limit)
@@ -331,6 +382,8 @@ class Client:
         private: bool,
         progress: Progress | None,
         started: float,
+        *,
+        idempotent: bool = False,
     ) -> Any:
         limit = self._path_limits.get(prefix)
         if limit is None and len(blob) > self.inline_args:
@@ -340,14 +393,18 @@ class Client:
         rnp = new_rnp()
         key = reflexive_key(rnp)
         want_session = (
-            self.sessions and prefix not in self._sessions and prefix not in self._agreeing
+            self.sessions
+            and not idempotent
+            and prefix not in self._sessions
+            and prefix not in self._agreeing
         )
         agreed: asyncio.Future[None] | None = None
         if want_session:
             agreed = self._agreeing[prefix] = asyncio.get_running_loop().create_future()
         exchange = _Exchange(self, key, fn, blob, private, want_session, limit)
         self.ep.handlers.add(key, exchange.handler)
-        trigger = trigger_name(prefix + function_component(fn), rnp)
+        # (an idempotent function's calls come under /svc/_idem, where they may be cloned)
+        trigger = trigger_name(prefix + (IDEM if idempotent else b"") + function_component(fn), rnp)
 
         async def ask(retries: int) -> DataView:
             return await self.ep.express(
@@ -359,6 +416,10 @@ class Client:
             env = open_envelope(data_content(td), function)
             if "sid" in env and want_session:
                 self._adopt_session(prefix, exchange, env)
+            if env.get("idem"):
+                self.idempotent_functions.add(function)
+            for replica in exchange.losers(env):  # clones that lost the race: stop them
+                self._cancel_clone(prefix, replica, key)
         except (InterestNack, InterestTimeout) as exc:
             raise self._unavailable(exc, prefix, function) from None
         except asyncio.CancelledError:
@@ -377,15 +438,16 @@ class Client:
     def _adopt_session(self, prefix: bytes, exchange: _Exchange, env: dict[str, Any]) -> None:
         """The first call's answer offered a session: derive its keys as the server did."""
         sid, ttl = env.get("sid"), env.get("sttl")
+        server_public = exchange.server_key(env)
         if (
             not isinstance(sid, bytes)
             or not isinstance(ttl, (int, float))
             or exchange.ephemeral is None
-            or exchange.server_public is None
+            or server_public is None  # (several servers took it, and the answer does not say)
         ):
             return
         try:
-            secret = derive_session_secret(exchange.ephemeral, exchange.server_public, exchange.key)
+            secret = derive_session_secret(exchange.ephemeral, server_public, exchange.key)
         except SecurityError:
             return
         loop = asyncio.get_running_loop()
@@ -531,6 +593,24 @@ class Client:
                     self._cancel_on_server(self._name_field(env, function), counted=True)
 
         task = asyncio.get_running_loop().create_task(follow())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _cancel_clone(self, prefix: bytes, replica: str, key: bytes) -> None:
+        """Replica ``replica`` took this call (a clone) and another answered: stop it there,
+        without waiting for its answer."""
+        self.counters["clones_cancelled"] += 1
+        if self.ep.closed:
+            return
+        name = prefix + replica_component(replica) + CANCEL + key
+
+        async def send() -> None:
+            with contextlib.suppress(IcnError, TimeoutError):
+                await self.ep.express(
+                    name, lifetime_ms=self.lifetime_ms, must_be_fresh=True, retries=1
+                )
+
+        task = asyncio.get_running_loop().create_task(send())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

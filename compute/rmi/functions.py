@@ -27,7 +27,9 @@ class FunctionSpec:
     """A served function: its name, the callable, and how the server treats calls to it.
 
     ``pure``: same arguments, same result, no side effects; results are named by the digest of
-    the arguments so caches on the way answer repeated calls.  ``duration``: the expected run
+    the arguments so caches on the way answer repeated calls.  ``idempotent``: running a call
+    twice does no harm (true of pure functions), so the network may clone it to a second
+    replica and take the first answer (README, "Replicas").  ``duration``: the expected run
     time in seconds, the first completion estimate a thunk carries (later ones are learnt).
     ``run``: ``loop`` for coroutines, ``thread`` for ordinary functions (default), ``process``
     for CPU-bound work (a process pool, so the GIL does not stall the server).
@@ -40,6 +42,7 @@ class FunctionSpec:
     duration: float
     run: RunMode
     signature: inspect.Signature
+    idempotent: bool = False
 
     @cached_property
     def arity(self) -> int | None:
@@ -65,6 +68,7 @@ def function(
     authorize: PolicySpec = "anyone",
     duration: float = 0.0,
     cpu_bound: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -76,10 +80,12 @@ def function(
     authorize: PolicySpec = "anyone",
     duration: float = 0.0,
     cpu_bound: bool = False,
+    idempotent: bool = False,
 ) -> F | Callable[[F], F]:
     """Mark a function for serving: ``@function`` or ``@function(name=..., pure=...,
-    authorize=..., duration=..., cpu_bound=...)``.  ``authorize``: see
-    :func:`compute.rmi.policy.resolve_policy`."""
+    authorize=..., duration=..., cpu_bound=..., idempotent=...)``.  ``authorize``: see
+    :func:`compute.rmi.policy.resolve_policy`; ``idempotent`` (implied by ``pure``) lets the
+    network run a call on two replicas and keep the first answer."""
 
     def mark(f: F) -> F:
         fname = name or f.__name__
@@ -91,7 +97,14 @@ def function(
             raise ConfigError(f"function {fname}: a coroutine cannot be cpu_bound")
         run: RunMode = "loop" if is_async else "process" if cpu_bound else "thread"
         spec = FunctionSpec(
-            fname, f, pure, resolve_policy(authorize), duration, run, inspect.signature(f)
+            fname,
+            f,
+            pure,
+            resolve_policy(authorize),
+            duration,
+            run,
+            inspect.signature(f),
+            idempotent=pure or idempotent,
         )
         f.__rmi__ = spec  # type: ignore[attr-defined]
         return f

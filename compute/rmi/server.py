@@ -10,6 +10,14 @@ A server with ``max_jobs`` calls running answers a new call (a Trigger Interest,
 session) with a Nack of reason Congestion, before any work: the forwarders then try another
 replica of the prefix at once and, under the adaptive strategy, send the next calls elsewhere
 for a while (README, "Replicas").  A caller with no replica left gets Overloaded.
+
+Replicas: servers of one prefix on several nodes.  A server given a ``replica`` id names what
+only it holds under ``<prefix>/_r/<replica>``, which it registers and the network routes to it
+alone: its thunks (polls and cancels of a call must reach the server running it), its memo
+names (a pure call's answer; the memo is also served under its usual name, for caches), and
+``_cancel/<RNP>``, which stops the call of that RNP: a clone that lost the race (its caller
+got another replica's answer).  It adds its id to the Reflexive Interest for the credential
+and to its answers, so a caller knows which replicas took a call and which one answered.
 """
 
 from __future__ import annotations
@@ -58,8 +66,10 @@ from compute.rmi.wire import (
     ARGS,
     CANCEL,
     HELLO,
+    IDEM,
     KEY_INFO,
     MEMO,
+    REPLICA,
     THUNK,
     call_digest,
     component_text,
@@ -67,6 +77,7 @@ from compute.rmi.wire import (
     envelope,
     error_envelope,
     memo_name,
+    replica_component,
     split_service_name,
     thunk_name,
     unpack_args,
@@ -114,15 +125,19 @@ class ServerConfig:
     max_held_polls: int = MAX_HELD_POLLS  # result polls waiting for calls due soon
     session_lifetime: float = DEFAULT_LIFETIME  # seconds a caller's session lasts
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    replica: str | None = None  # this server's id among the replicas of its prefix
 
 
 class _Call:
-    """Server-side state of one exchange, by RNP, kept so a retransmitted TI gets the answer."""
+    """Server-side state of one exchange, by RNP, kept so a retransmitted TI gets the answer
+    (and a cancel by RNP finds its job, or stops it before it starts)."""
 
-    __slots__ = ("answer",)
+    __slots__ = ("answer", "cancelled", "job")
 
     def __init__(self) -> None:
         self.answer: bytes | None = None
+        self.job: Job | None = None
+        self.cancelled = False
 
 
 class RmiServer:
@@ -141,6 +156,10 @@ class RmiServer:
         self.prefix = as_name(prefix)
         self.functions = functions
         self.config = config or ServerConfig()
+        replica = self.config.replica
+        # where this server's own names live: under /svc/_r/<replica> when it is one of several
+        self.here = self.prefix if replica is None else self.prefix + replica_component(replica)
+        self._hello_tail = b"" if replica is None else generic(replica)
         self.identity = identity or Identity.generate()
         self.ep.signer = self.identity.signer()
         self.jobs = JobRunner()
@@ -169,6 +188,9 @@ class RmiServer:
         self._poll_timer: asyncio.TimerHandle | None = None
         self._sessions = SessionTable(lifetime=cfg.session_lifetime, max_sessions=cfg.max_sessions)
         self._tasks: set[asyncio.Task[None]] = set()
+        # calls accepted and not over (pulling their arguments, or their job running), at most
+        # max_jobs: counted from acceptance, as calls that arrive together all start jobs later
+        self.in_progress = 0
         self._eph: EphemeralKey | None = None
         self._eph_until = 0.0
 
@@ -183,6 +205,8 @@ class RmiServer:
 
     async def start(self) -> None:
         await self.ep.serve(self.prefix, self._on_interest)
+        if self.here != self.prefix:  # this replica's own names come here, wherever /svc goes
+            await self.ep.serve(self.here, self._on_interest, flags=CAPTURE_ROUTE)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -197,15 +221,23 @@ class RmiServer:
 
     def _on_interest(self, iv: InterestView, reply: Reply) -> None:
         parts = split_service_name(self.prefix, iv.name)
+        here = False
+        if parts and parts[0] == REPLICA:  # /svc/_r/<replica>/...: this replica's own names
+            parts, here = parts[2:], True
         if not parts:
             self.counters["drop_bad_name"] += 1
             return
-        if parts[0] == THUNK and len(parts) == 3 and parts[2] == CANCEL:
+        if parts[0] == CANCEL and len(parts) == 2:
+            self._on_call_cancel(iv, reply, parts[1])
+        elif parts[0] == THUNK and len(parts) == 3 and parts[2] == CANCEL:
             self._on_cancel(iv, reply, component_text(parts[1]) or "")
         elif parts[0] == THUNK and len(parts) >= 2:
             self._on_poll(iv, reply, component_text(parts[1]) or "")
         elif len(parts) >= 3 and parts[1] == MEMO:
-            self._on_memo(iv, reply, component_text(parts[0]) or "", component_text(parts[2]))
+            self._on_memo(iv, reply, component_text(parts[0]) or "", component_text(parts[2]), here)
+        elif parts[0] == IDEM and len(parts) == 3 and parts[2][0] == 59:
+            # /_idem/<fn>/<RNP>: the call of an idempotent function, which may be a clone
+            self._on_trigger(iv, reply, component_text(parts[1]) or "", parts[2], idem=True)
         elif len(parts) == 2 and parts[1][0] == 59:  # /<fn>/<RNP>: a Trigger Interest
             self._on_trigger(iv, reply, component_text(parts[0]) or "", parts[1])
         elif len(parts) == 4 and parts[1] == SESSION:  # /<fn>/_s/<sid>/<digest>: in a session
@@ -225,7 +257,9 @@ class RmiServer:
 
     # ---- the call ----------------------------------------------------------------------------
 
-    def _on_trigger(self, iv: InterestView, reply: Reply, function: str, key: bytes) -> None:
+    def _on_trigger(
+        self, iv: InterestView, reply: Reply, function: str, key: bytes, *, idem: bool = False
+    ) -> None:
         now = asyncio.get_running_loop().time()
         call = self._calls.get(key, now)
         if call is not None:  # a retransmitted Trigger Interest
@@ -237,17 +271,30 @@ class RmiServer:
             return
         self._calls.put(key, _Call(), now)
         self.counters["calls"] += 1
-        task = asyncio.get_running_loop().create_task(self._serve_call(iv, reply, function, key))
+        self.in_progress += 1
+        task = asyncio.get_running_loop().create_task(
+            self._serve_call(iv, reply, function, key, idem)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve_call(self, iv: InterestView, reply: Reply, function: str, key: bytes) -> None:
+    async def _serve_call(
+        self, iv: InterestView, reply: Reply, function: str, key: bytes, idem: bool
+    ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + iv.lifetime / 1000.0
         try:
-            content, deadline, session = await self._run_call(function, key, deadline)
-            if session is not None:  # the answer tells the caller its session
-                content = with_fields(content, session_offer(session, self._sessions.lifetime))
+            content, deadline, session = await self._run_call(function, key, deadline, idem)
+            fields: dict[str, Any] = {}
+            if session is not None:  # the answer tells the caller its session,
+                fields.update(session_offer(session, self._sessions.lifetime))
+            if self.config.replica is not None:  # which replica answered,
+                fields["rid"] = self.config.replica
+            spec = self.functions.get(function)
+            if spec is not None and spec.idempotent:  # and that its calls may be cloned
+                fields["idem"] = True
+            if fields:
+                content = with_fields(content, fields)
         except RmiError as exc:
             self.counters[f"refused_{exc.kind}"] += 1
             content = error_envelope(exc)
@@ -260,7 +307,9 @@ class RmiServer:
             self.counters["internal_error"] += 1
             log.exception("call %s failed inside the server", to_uri(iv.name))
             content = error_envelope(ProtocolError("the server failed handling the call", function))
-        call = self._calls.get(key, loop.time())
+        finally:
+            call = self._calls.get(key, loop.time())
+            self._end_when_done(None if call is None else call.job)
         if call is not None:  # kept for a retransmission of the Trigger Interest
             call.answer = content
         if loop.time() > deadline + self.config.margin:
@@ -270,11 +319,21 @@ class RmiServer:
     def _busy(self, iv: InterestView, reply: Reply) -> bool:
         """Every job slot taken: Nack the call (Congestion), so the network tries another
         replica; a Data answer, even Overloaded, would end the Interest here."""
-        if len(self.jobs.running) < self.config.max_jobs:
+        if self.in_progress < self.config.max_jobs:
             return False
         self.counters["overloaded"] += 1
         reply(Nacked(iv.wire, T.NACK_CONGESTION))
         return True
+
+    def _end_when_done(self, job: Job | None) -> None:
+        """An accepted call is over when its job ends (now, if it has none or it is done)."""
+        if job is None or job.done:
+            self.in_progress -= 1
+        else:
+            job.callbacks.append(self._job_ended)
+
+    def _job_ended(self, job: Job) -> None:
+        self.in_progress -= 1
 
     def _spec(self, function: str) -> FunctionSpec:
         """The function called, if it is served and the server has room for a call."""
@@ -289,15 +348,22 @@ class RmiServer:
         return spec
 
     async def _run_call(
-        self, function: str, key: bytes, deadline: float
+        self, function: str, key: bytes, deadline: float, idem: bool = False
     ) -> tuple[bytes, float, ServerSession | None]:
         cfg = self.config
         loop = asyncio.get_running_loop()
         spec = self._spec(function)
+        if idem and not spec.idempotent:  # it may have been cloned: it must not run at all
+            raise NoSuchFunction(
+                f"{function} is not idempotent, so it is not served under "
+                f"{to_uri(self.prefix)}/_idem (where calls may be cloned); call "
+                f"{to_uri(self.prefix)}/{function}",
+                function,
+            )
         eph = self._ephemeral(loop.time())
         extend = LIFETIME_EXTENSION * cfg.ri_lifetime_ms / 1000.0
         hello = await self.ep.express(
-            key + HELLO + generic(eph.public_bytes),
+            key + HELLO + generic(eph.public_bytes) + self._hello_tail,
             lifetime_ms=cfg.ri_lifetime_ms,
             retries=cfg.ri_retries,
         )
@@ -356,9 +422,14 @@ class RmiServer:
             if not answer.done():
                 answer.set_result(content)
 
-        self._begin_job(
+        call = self._calls.get(key, loop.time())
+        if call is not None and call.cancelled:  # a clone cancelled while it pulled arguments
+            raise RemoteError("Cancelled", "the caller has another replica's answer", spec.name)
+        job = self._begin_job(
             spec, args, kwargs, blob, call_key, key, deadline, self.ep.signer, inline_max, give
         )
+        if call is not None:
+            call.job = job
         return await answer, deadline, session
 
     def _begin_job(
@@ -373,8 +444,9 @@ class RmiServer:
         signer: Signer | None,
         inline_max: int,
         answer: Callable[[bytes], None],
-    ) -> None:
-        """Start an authorized call; ``answer`` gets, once, the result if it is ready within
+    ) -> Job | None:
+        """Start an authorized call (its job is returned; None when the memo answered);
+        ``answer`` gets, once, the result if it is ready within
         the inline budget and fits ``inline_max``, else a thunk (its result signed by
         ``signer``, sealed under ``call_key`` with ``key`` as associated data for a private
         call).  No task of its own: the job's task calls back (a small call's answer leaves
@@ -389,8 +461,8 @@ class RmiServer:
             digest = call_digest(function, blob)
             if self._memo.get(digest, loop.time()) is not None:
                 self.counters["memo_hit"] += 1
-                answer(envelope("memo", name=memo_name(self.prefix, function, digest)))
-                return
+                answer(envelope("memo", name=memo_name(self.here, function, digest)))
+                return None
         job = self.jobs.start(spec, args, kwargs)
         job.signer = signer
         self.counters["started"] += 1
@@ -430,7 +502,7 @@ class RmiServer:
         budget = min(cfg.inline_budget, deadline - cfg.margin - loop.time())
         if budget <= 0:
             give()
-            return
+            return job
         job.callbacks.append(lambda j: give())
 
         def wait_budget() -> None:
@@ -444,6 +516,7 @@ class RmiServer:
             loop.call_soon(wait_budget)
         else:
             wait_budget()
+        return job
 
     def _open_args(
         self, call_key: CallKey | None, payload: bytes, key: bytes, function: str
@@ -471,10 +544,10 @@ class RmiServer:
             if isinstance(job.outcome, RemoteError):
                 return error_envelope(job.outcome)
             if digest is not None:
-                return envelope("memo", name=memo_name(self.prefix, function, digest))
+                return envelope("memo", name=memo_name(self.here, function, digest))
             # (a result that fits was answered at completion; a larger one is fetched)
         self.counters["thunked"] += 1
-        name = thunk_name(self.prefix, job.token)
+        name = thunk_name(self.here, job.token)
         eta = job.eta(asyncio.get_running_loop().time())
         return envelope("thunk", name=name, eta=eta, pure=digest is not None)
 
@@ -508,7 +581,7 @@ class RmiServer:
         """Keep a finished job's answer for its thunk's polls (and answer those held)."""
         cfg = self.config
         obj = signed_once(
-            thunk_name(self.prefix, job.token),
+            thunk_name(self.here, job.token),
             content,
             freshness=cfg.result_freshness_ms,
             signer=signer or self.ep.signer,
@@ -518,13 +591,19 @@ class RmiServer:
         self._answer_polls(job.token, now)
 
     def _remember(self, function: str, digest: str, content: bytes) -> None:
-        obj = signed_once(
-            memo_name(self.prefix, function, digest),
-            content,
-            freshness=self.config.memo_freshness_ms,
-            signer=self.ep.signer,
-        )
-        self._memo.put(digest, obj, asyncio.get_running_loop().time(), len(content))
+        """Keep a pure call's answer under its memo name (and this replica's, if it is one)."""
+        now = asyncio.get_running_loop().time()
+        names = {digest: self.prefix}
+        if self.here != self.prefix:
+            names[_HERE + digest] = self.here
+        for key, prefix in names.items():
+            obj = signed_once(
+                memo_name(prefix, function, digest),
+                content,
+                freshness=self.config.memo_freshness_ms,
+                signer=self.ep.signer,
+            )
+            self._memo.put(key, obj, now, len(content))
 
     # ---- calls in a session ------------------------------------------------------------------
 
@@ -545,7 +624,8 @@ class RmiServer:
             self.counters["session_calls"] += 1
             call = SessionCall()
             session.remember(seq, call)
-            self._serve_session_call(iv, reply, function, session, si, call)
+            self.in_progress += 1
+            self._end_when_done(self._serve_session_call(iv, reply, function, session, si, call))
             return
         self.counters[f"session_{verdict}"] += 1
         if verdict == SessionCheck.REPLAY and session is not None and seq is not None:
@@ -574,9 +654,9 @@ class RmiServer:
         session: ServerSession,
         si: SignedInterest,
         call: SessionCall,
-    ) -> None:
-        """Authorize and start a checked session call; its answer leaves when the job gives
-        it (:meth:`_begin_job`), signed by the session."""
+    ) -> Job | None:
+        """Authorize and start a checked session call (its job returned, if one started); its
+        answer leaves when the job gives it (:meth:`_begin_job`), signed by the session."""
         seq = si.fields.seq or 0
 
         def answer(content: bytes) -> None:
@@ -600,10 +680,9 @@ class RmiServer:
             box = session.box if private else None
             blob = self._open_args(box, payload, aad, function)
             args, kwargs = self._bind(spec, blob)
-            self._begin_job(
+            return self._begin_job(
                 spec, args, kwargs, blob, box, aad, deadline, session.signer, limit, answer
             )
-            return
         except RmiError as exc:
             self.counters[f"refused_{exc.kind}"] += 1
             content = error_envelope(exc)
@@ -612,6 +691,25 @@ class RmiServer:
             log.exception("session call %s failed inside the server", to_uri(iv.name))
             content = error_envelope(ProtocolError("the server failed handling the call", function))
         answer(content)
+        return None
+
+    def _on_call_cancel(self, iv: InterestView, reply: Reply, key: bytes) -> None:
+        """``_r/<replica>/_cancel/<RNP>``: the caller of that exchange has its answer from
+        another replica (this one ran a clone, or a probe's copy): stop its job, or keep it from
+        starting.  The RNP is the capability, as the thunk's token is for a thunk's cancel."""
+        call = self._calls.get(key, asyncio.get_running_loop().time())
+        if call is None or call.answer is not None:
+            self._answer(iv, reply, envelope("gone"))
+            return
+        self.counters["cancelled_clone"] += 1
+        job = call.job
+        if job is None:
+            call.cancelled = True  # still pulling the credential or arguments
+        elif self.jobs.cancel(job.token) is not None:
+            self.counters["cancelled"] += 1
+            if job.spec.run != "loop":
+                self.counters["abandoned"] += 1
+        self._answer(iv, reply, envelope("cancelled"))
 
     def _on_cancel(self, iv: InterestView, reply: Reply, token: str) -> None:
         """The caller of ``token`` was cancelled: stop its job.  The token is the capability,
@@ -683,8 +781,11 @@ class RmiServer:
                 self._answer(poll.iv, poll.reply, envelope("pending", eta=job.eta(now)), job.signer)
         self._arm_poll_timer()
 
-    def _on_memo(self, iv: InterestView, reply: Reply, function: str, digest: str | None) -> None:
-        obj = self._memo.get(digest or "", asyncio.get_running_loop().time())
+    def _on_memo(
+        self, iv: InterestView, reply: Reply, function: str, digest: str | None, here: bool
+    ) -> None:
+        key = (_HERE if here else "") + (digest or "")
+        obj = self._memo.get(key, asyncio.get_running_loop().time())
         if obj is None:
             self.counters["memo_miss"] += 1
             self._answer(iv, reply, envelope("miss"))
@@ -693,6 +794,12 @@ class RmiServer:
         wire = obj.answer_parts(iv)
         if wire is not None:
             reply(wire)
+
+
+_HERE = "@"  # memo store key prefix of the copy named under this replica's names
+# NFD route flags CHILD_INHERIT | CAPTURE: /svc/_r/<replica> does not inherit the routes of /svc
+# (another replica on the same forwarder)
+CAPTURE_ROUTE = 1 | 2
 
 
 def _single_use(name: bytes, content: bytes, session: ServerSession) -> Uncached:

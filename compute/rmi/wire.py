@@ -8,6 +8,10 @@ Names, under a service prefix ``/svc``::
     /svc/_thunk/<token>[/seg=<i>]    the result of a call that did not finish inline
     /svc/_thunk/<token>/_cancel      stop that call (its caller was cancelled)
     /svc/<fn>/_memo/<digest>[/seg=i] the result of a pure function, named by its arguments
+    /svc/_r/<replica>/...            one replica's own names (a server given a replica id):
+                                     its thunks, its memos, and ``_cancel/<RNP>`` (stop the
+                                     call of that RNP: a clone that lost the race)
+    /svc/_idem/<fn>/<RNP>            a call of an idempotent function: it may be cloned
 
 Envelopes are msgpack maps with short keys; ``s`` says what an answer is: ``ok`` (result
 inline), ``thunk`` (fetch the result from ``name`` after ``eta`` seconds), ``memo`` (the result
@@ -17,10 +21,11 @@ is at the memo name), ``pending`` (not ready; new ``eta``), ``miss`` (no memo ye
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from compute.rmi.errors import BY_KIND, ProtocolError, RemoteError, RmiError
-from icn.errors import DecodeError
+from icn.errors import ConfigError, DecodeError
 from icn.wire.name import components_after, generic
 from icn.wire.serialize import pack, unpack
 from icn.wire.tlv import read_tl
@@ -33,6 +38,22 @@ CANCEL = generic("_cancel")
 MEMO = generic("_memo")
 HELLO = generic("hello")
 ARGS = generic("args")
+# the calls of idempotent functions, /svc/_idem/<fn>/<RNP>: a strategy may clone them
+IDEM = generic("_idem")
+# a replica's own names, under /svc/_r/<replica id>: routed to that replica, not to any server
+# of /svc (README, "Replicas")
+REPLICA = generic("_r")
+REPLICA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+
+
+def replica_component(replica: str) -> bytes:
+    """``_r/<replica>`` as name components; ConfigError for an id that is not a short word."""
+    if not REPLICA_ID.match(replica):
+        raise ConfigError(
+            f"replica id {replica!r}: use a letter or digit, then letters, digits, '_', '.' or "
+            "'-' (32 at most), e.g. r1"
+        )
+    return REPLICA + generic(replica)
 
 
 def function_component(function: str) -> bytes:

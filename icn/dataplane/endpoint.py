@@ -391,20 +391,22 @@ class Endpoint:
         register: bool = True,
         origin: int = 0,
         cost: int = 0,
+        flags: int | None = None,
     ) -> Served:
         """Serve ``prefix`` with ``handler``: each Interest under it, by longest prefix, goes to
         ``handler(interest, reply)``, which may call ``reply(data_wire)`` at once or later (a
         thunk, a slow computation).  With ``register`` the route comes here by ``rib/register``
         (CommandFailed if refused, and the handler ``prefix`` had before is back); without, a
         route is someone else's (a prefix already routed here, Reflexive Interests under
-        ``reflexive_key(rnp)``).  Serving a prefix again replaces its handler.  Returns the
-        handle that stops it (:class:`Served`)."""
+        ``reflexive_key(rnp)``).  ``flags``: the route's NFD flags (CHILD_INHERIT 1, the
+        default, CAPTURE 2).  Serving a prefix again replaces its handler.  Returns the handle
+        that stops it (:class:`Served`)."""
         value = as_name(prefix)
         previous = self.handlers.add(value, handler)  # before the route: no Interest missed
         if register:
             try:
                 body = await mgmt_client.command(
-                    self, "rib", "register", name=value, origin=origin, cost=cost
+                    self, "rib", "register", name=value, origin=origin, cost=cost, flags=flags
                 )
             except BaseException:
                 self.handlers.remove(value)

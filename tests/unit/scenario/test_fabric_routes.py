@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from apps.scenario.backend import Backend
 from apps.scenario.fabric import Fabric
-from apps.scenario.routing import compute_routes
+from apps.scenario.routing import compute_routes, nested_prefixes
 from icn.dataplane.endpoint import Endpoint
 from tests.unit.scenario.test_routing import DIAMOND, scenario
 
@@ -69,3 +69,18 @@ async def test_a_node_detached_during_a_reroute_is_skipped() -> None:
     assert changes > 0 and "c" not in fab.installed
     assert all(node != "c" for node, _, _ in fab.sent[sent_before_kill[0] :])
     assert "b" not in fab.installed["a"]["/p"]
+
+
+async def test_a_replicas_own_prefix_is_registered_with_capture_and_its_service_without() -> None:
+    # /p/_r/r1 under /p: its route must not inherit /p's, or a replica's thunk polls could
+    # go to another replica of /p
+    fab = Recording()
+    fab.sc = scenario(
+        DIAMOND,
+        services=[{"name": "p", "node": "d", "entry": "m:f", "announce": ["/p", "/p/_r/r1"]}],
+    )
+    fab.nested = nested_prefixes(fab.sc)
+    assert fab.nested == {"/p/_r/r1"}
+    await fab.install_routes(compute_routes(fab.sc))
+    flags = {(n, p["name"]): p.get("flags") for n, verb, p in fab.sent if verb == "register"}
+    assert flags[("a", "/p/_r/r1")] == 3 and flags[("a", "/p")] is None
