@@ -31,6 +31,7 @@ from apps.loop import run_loop
 from icn.dataplane.endpoint import Endpoint
 
 READY_MARK = "icn-scenario: ready"  # followed by the service's name
+SIGNAL_FAULT = signal.SIGUSR1  # what a scenario's ``signal`` fault sends
 FLUSH_EVERY = 0.5
 
 Connect = Callable[[], Awaitable[Endpoint]]
@@ -76,6 +77,11 @@ class ServiceContext:
 
     def log(self, text: str) -> None:
         print(f"{self.name}: {text}", file=sys.stderr, flush=True)
+
+    def on_signal(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the loop when a ``signal`` fault names this process (it arrives
+        as SIGUSR1; what it means is the entry's: a replica that slows down...)."""
+        asyncio.get_running_loop().add_signal_handler(SIGNAL_FAULT, callback)
 
     def metric(self, name: str, value: float) -> None:
         """Report ``name``'s current value (a running total such as ``bytes_resent``, or a

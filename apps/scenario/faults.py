@@ -1,5 +1,6 @@
 """Timed faults of a scenario run: kill or restart a node, a service or a workload; cut,
-restore or reshape a link.
+restore or reshape a link; signal a service or a workload (SIGUSR1, which its entry may take
+to misbehave: :meth:`apps.scenario.entry.ServiceContext.on_signal`).
 
 A node's kill is its machine dying: its forwarder and every process on it at once (co-located
 services are inside the forwarder).  A service's or workload's kill is that one process dying
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from apps.scenario.entry import SIGNAL_FAULT
 from apps.scenario.schema import FaultSpec, ServiceSpec, TargetKind, WorkloadSpec
 from icn.errors import IcnError
 
@@ -58,6 +60,13 @@ async def apply_fault(runner: ScenarioRunner, fault: FaultSpec) -> None:
 
 async def _do_fault(runner: ScenarioRunner, fault: FaultSpec, kind: TargetKind | None) -> None:
     action, target = fault.action, fault.target
+    if action == "signal":
+        assert isinstance(target, str)  # validated: a service or a workload
+        child = runner.procs.get(target)
+        if child is None or child.proc.poll() is not None:
+            raise FaultError(f"cannot signal {target}: it is not running")
+        child.proc.send_signal(SIGNAL_FAULT)
+        return
     if isinstance(target, str):
         if kind == "node":
             if action == "kill":

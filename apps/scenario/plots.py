@@ -1,4 +1,5 @@
-"""The plots of a scenario report: throughput, latency and link traffic over the run.
+"""The plots of a scenario report: throughput, latency, link traffic and the metrics listed in
+``report.timelines`` (e.g. calls per replica) over the run.
 
 matplotlib is imported inside :func:`write_plots`, so importing the report stays cheap.  The
 figures are drawn on Agg canvases directly, without pyplot: nothing global (pyplot's backend,
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-PLOTS = ("throughput.png", "latency.png", "links.png")
+PLOTS = ("throughput.png", "latency.png", "links.png", "metrics.png")
 
 
 def _nan(x: Any) -> float:
@@ -130,10 +131,28 @@ def plot_links(report: dict[str, Any], path: Path) -> Path:
     return _finish(fig, ax, drew, report.get("faults") or [], path)
 
 
+def plot_metrics(report: dict[str, Any], path: Path) -> Path:
+    """Each metric of ``report.timelines``, per process: its increase per second."""
+    duration = float(report.get("duration") or 0)
+    series = (report.get("metrics") or {}).get("timelines") or {}
+    names = ", ".join(series) or "metrics"
+    fig, ax = _figure(f"{names} per second, per process", "per second", duration)
+    drew = False
+    for metric, per_process in series.items():
+        for process, rows in per_process.items():
+            if not rows:
+                continue
+            label = process if len(series) == 1 else f"{process} {metric}"
+            ax.step(*_steps(rows, "per_s", duration), where="post", label=label)
+            drew = True
+    return _finish(fig, ax, drew, report.get("faults") or [], path)
+
+
 def write_plots(report: dict[str, Any], out_dir: Path) -> list[Path]:
-    """``throughput.png``, ``latency.png`` and ``links.png`` in ``out_dir``."""
+    """``throughput.png``, ``latency.png``, ``links.png`` and ``metrics.png`` in ``out_dir``."""
     return [
         plot_throughput(report, out_dir / "throughput.png"),
         plot_latency(report, out_dir / "latency.png"),
         plot_links(report, out_dir / "links.png"),
+        plot_metrics(report, out_dir / "metrics.png"),
     ]

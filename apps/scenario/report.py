@@ -30,9 +30,24 @@ from typing import Any
 
 import numpy as np
 
-from apps.scenario.app_metrics import check_metric, metric_stats, operations
+from apps.scenario.app_metrics import (
+    Series,
+    check_metric,
+    check_share,
+    metric_series,
+    metric_stats,
+    operations,
+    timelines,
+)
 from apps.scenario.invariants import check_invariants, check_stats
-from apps.scenario.schema import METRIC_CRITERIA, WORKLOAD_CRITERIA, Scenario, WorkloadSpec
+from apps.scenario.schema import (
+    METRIC_CRITERIA,
+    SHARE_CRITERIA,
+    WORKLOAD_CRITERIA,
+    Expectation,
+    Scenario,
+    WorkloadSpec,
+)
 
 # node counters that are sizes (gauges), not cumulative counts: no totals, no reset detection
 GAUGE_SUFFIX = "_entries"
@@ -390,6 +405,27 @@ def secs(x: float) -> str:
     return f"{x * 1000:.4g}ms" if x < 1 else f"{x:.4g}s"
 
 
+def _p99_ratio(
+    exp: Expectation, stats: Mapping[str, Any], base: Mapping[str, Any] | None
+) -> tuple[float | None, bool, str]:
+    """``max_p99_ratio``: this workload's p99 latency over the baseline's (a ratio, so a
+    slower machine moves both)."""
+    p99 = (stats.get("latency_ms") or {}).get("p99")
+    base_p99 = ((base or {}).get("latency_ms") or {}).get("p99")
+    if p99 is None or base_p99 is None or base_p99 <= 0:
+        who = exp.workload if p99 is None else exp.baseline
+        return None, False, f"no p99 latency for {who} (no successful requests)"
+    actual = p99 / base_p99
+    expected = float(exp.max_p99_ratio or 0.0)
+    ok = actual <= expected
+    return (
+        actual,
+        ok,
+        f"p99 {p99:.4g}ms / {exp.baseline}'s {base_p99:.4g}ms = {actual:.3g} "
+        f"{'<=' if ok else '>'} {expected:.3g} ({1 / actual if actual else math.inf:.3g}x lower)",
+    )
+
+
 def _check(
     workload: str, criterion: str, expected: float, stats: Mapping[str, Any] | None
 ) -> tuple[float | None, bool, str]:
@@ -447,9 +483,13 @@ def check_expectations(
     scenario: Scenario,
     workloads: dict[str, dict[str, Any]],
     metrics: Mapping[str, Any] | None = None,
+    series: Series | None = None,
+    end: float | None = None,
 ) -> list[dict[str, Any]]:
     """One result per criterion set on each ``report.expect`` entry, in file order.
-    ``metrics`` is the report's ``metrics`` section (:func:`app_metrics.metric_stats`)."""
+    ``metrics`` is the report's ``metrics`` section (:func:`app_metrics.metric_stats`),
+    ``series`` every metric value in time (:func:`app_metrics.metric_series`) and ``end`` the
+    end of the run, for the share criteria."""
     results: list[dict[str, Any]] = []
     for exp in scenario.report.expect:
         criteria = METRIC_CRITERIA if exp.metric is not None else WORKLOAD_CRITERIA
@@ -457,10 +497,20 @@ def check_expectations(
             expected = getattr(exp, criterion)
             if expected is None:
                 continue
-            if exp.workload is not None:
+            if exp.workload is not None and criterion == "max_p99_ratio":
+                stats = workloads.get(exp.workload)
+                if stats is None:
+                    actual, passed, text = None, False, f"no results for workload {exp.workload}"
+                else:
+                    base = workloads.get(exp.baseline or "")
+                    actual, passed, text = _p99_ratio(exp, stats, base)
+            elif exp.workload is not None:
                 actual, passed, text = _check(
                     exp.workload, criterion, expected, workloads.get(exp.workload)
                 )
+            elif criterion in SHARE_CRITERIA:
+                run_end = scenario.duration if end is None else end
+                actual, passed, text = check_share(exp, criterion, series or {}, run_end)
             else:
                 actual, passed, text = check_metric(exp, criterion, metrics or {})
             results.append(
@@ -510,9 +560,11 @@ def build_report(
         )
         for w in scenario.workloads
     }
-    metrics = metric_stats(
-        records, [*(s.name for s in scenario.services), *(w.name for w in scenario.workloads)]
-    )
+    processes = [*(s.name for s in scenario.services), *(w.name for w in scenario.workloads)]
+    metrics = metric_stats(records, processes)
+    series = metric_series(records, processes, t0)
+    if scenario.report.timelines:
+        metrics["timelines"] = timelines(series, scenario.report.timelines, interval, run_duration)
     nodes = node_stats(samples)
     for name in scenario.nodes:
         nodes.setdefault(name, {"counters": None, "totals": {}, "restarts": 0, "down_samples": 0})
@@ -526,7 +578,7 @@ def build_report(
             if r["fault"] == text and r["at"] == f.get("applied")
         }
         augmented.append({**f, "text": text, "recovery": rec})
-    expectations = check_expectations(scenario, workloads, metrics)
+    expectations = check_expectations(scenario, workloads, metrics, series, run_duration)
     invariants = check_invariants(
         scenario,
         check_stats(
@@ -555,9 +607,9 @@ def build_report(
 
 
 def write_report(report: dict[str, Any], out_dir: Path, plots: bool = True) -> list[Path]:
-    """``report.json`` and, with ``plots``, ``throughput.png``, ``latency.png`` and
-    ``links.png``.  The three plots are always written, so the set of files does not depend on
-    the scenario; a plot with nothing to draw says "no data"."""
+    """``report.json`` and, with ``plots``, ``throughput.png``, ``latency.png``, ``links.png``
+    and ``metrics.png``.  The four plots are always written, so the set of files does not depend
+    on the scenario; a plot with nothing to draw says "no data"."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.json"

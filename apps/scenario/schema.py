@@ -167,7 +167,8 @@ class WorkloadSpec(ProcessSpec):
     report: list[ReportItem] = Field(default_factory=_every_report_item)
 
 
-FaultAction = Literal["kill", "restart", "cut", "restore", "shape"]
+FaultAction = Literal["kill", "restart", "cut", "restore", "shape", "signal"]
+FAULT_ACTIONS: tuple[FaultAction, ...] = ("kill", "restart", "cut", "restore", "shape", "signal")
 TargetKind = Literal["node", "service", "workload"]
 LinkRef = Annotated[
     tuple[str, str], BeforeValidator(lambda v: tuple(v.split("-", 1)) if isinstance(v, str) else v)
@@ -176,10 +177,12 @@ LinkRef = Annotated[
 
 class FaultSpec(_Strict):
     """At ``at`` seconds: kill or restart a node, a service or a workload, cut or restore a
-    link, or change its shaping.
+    link, change its shaping, or signal a service or workload (SIGUSR1: what it does is the
+    entry's, e.g. a replica of ``apps.rmi_entries:server`` slows down ``slow_factor`` times).
 
     Written with the action as the key: ``{at: 5s, kill: b}``, ``{at: 5s, kill: agg-b}``,
-    ``{at: 8s, cut: [a, b]}``, ``{at: 9s, shape: [a, b], loss: 10%, delay: 20ms}``.
+    ``{at: 8s, cut: [a, b]}``, ``{at: 9s, shape: [a, b], loss: 10%, delay: 20ms}``,
+    ``{at: 6s, signal: r1}``.
     """
 
     at: Duration
@@ -188,6 +191,7 @@ class FaultSpec(_Strict):
     cut: LinkRef | None = None
     restore: LinkRef | None = None
     shape: LinkRef | None = None
+    signal: str | None = None
     delay: Duration | None = None
     jitter: Duration | None = None
     loss: Probability | None = None
@@ -195,12 +199,10 @@ class FaultSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_action(self) -> FaultSpec:
-        actions = [a for a in ("kill", "restart", "cut", "restore", "shape") if getattr(self, a)]
+        actions = [a for a in FAULT_ACTIONS if getattr(self, a)]
         if len(actions) != 1:
             got = ", ".join(actions) or "none"
-            raise ValueError(
-                f"a fault needs exactly one of kill, restart, cut, restore, shape (got {got})"
-            )
+            raise ValueError(f"a fault needs exactly one of {', '.join(FAULT_ACTIONS)} (got {got})")
         shaping = [f for f in ("delay", "jitter", "loss", "rate") if getattr(self, f) is not None]
         if actions[0] != "shape" and shaping:
             raise ValueError(f"{', '.join(shaping)}: only a 'shape' fault changes a link")
@@ -210,8 +212,7 @@ class FaultSpec(_Strict):
 
     @property
     def action(self) -> FaultAction:
-        actions: tuple[FaultAction, ...] = ("kill", "restart", "cut", "restore", "shape")
-        for a in actions:
+        for a in FAULT_ACTIONS:
             if getattr(self, a):
                 return a
         raise AssertionError("validated")
@@ -309,16 +310,25 @@ class ChaosSpec(_Strict):
         return v
 
 
-WORKLOAD_CRITERIA = ("min_success_ratio", "max_p99_latency", "min_throughput", "max_recovery")
-METRIC_CRITERIA = ("min", "max")
+WORKLOAD_CRITERIA = (
+    "min_success_ratio",
+    "max_p99_latency",
+    "min_throughput",
+    "max_recovery",
+    "max_p99_ratio",
+)
+METRIC_CRITERIA = ("min", "max", "max_share", "min_share")
+SHARE_CRITERIA = ("max_share", "min_share")
 
 
 class Expectation(_Strict):
     """What the run must show; a failed expectation fails the run.  Either about a workload's
     operations (``workload`` with ``min_success_ratio``, ``max_p99_latency``,
-    ``min_throughput``, ``max_recovery``) or about a metric the services and workloads report
-    (``metric`` with ``min`` and/or ``max``: its total over every process, or the value of one
-    ``process``)."""
+    ``min_throughput``, ``max_recovery``, or ``max_p99_ratio``: its p99 latency over that of
+    the workload ``baseline``) or about a metric the services and workloads report (``metric``
+    with ``min`` and/or ``max``: its total over every process, or the value of one
+    ``process``; or ``max_share``/``min_share``: ``process``'s part of the metric's increase
+    over every process that reports it, from ``since`` to the end of the run)."""
 
     workload: str | None = None
     min_success_ratio: Probability | None = None
@@ -327,10 +337,19 @@ class Expectation(_Strict):
     max_recovery: Duration | None = Field(
         None, description="after each kill or cut during the workload, time to the next success"
     )
+    max_p99_ratio: Probability | None = Field(
+        None, description="the workload's p99 latency over the baseline's, e.g. 33%"
+    )
+    baseline: str | None = Field(None, description="the workload max_p99_ratio compares with")
     metric: str | None = Field(None, min_length=1, description="a metric reported by ctx.metric")
     process: str | None = Field(None, description="the one service or workload to look at")
     min: float | None = None
     max: float | None = None
+    max_share: Probability | None = Field(
+        None, description="process's part of the metric's increase since 'since', e.g. 10%"
+    )
+    min_share: Probability | None = None
+    since: Duration = Field(0.0, description="share criteria: from this time to the end")
 
     @model_validator(mode="after")
     def _some_criterion(self) -> Expectation:
@@ -357,6 +376,12 @@ class Expectation(_Strict):
                 raise ValueError(
                     f"an expectation needs at least one of {', '.join(WORKLOAD_CRITERIA)}"
                 )
+            if (self.max_p99_ratio is None) != (self.baseline is None):
+                raise ValueError(
+                    "max_p99_ratio and baseline go together: the p99 of this workload over "
+                    "that of the baseline workload, e.g. {workload: cloned, baseline: plain, "
+                    "max_p99_ratio: 33%}"
+                )
         else:
             wrong = [c for c in set_ if c in WORKLOAD_CRITERIA]
             if wrong:
@@ -365,9 +390,18 @@ class Expectation(_Strict):
                     "min and max"
                 )
             if not set_:
-                raise ValueError(f"metric {self.metric}: give min, max or both")
+                raise ValueError(f"metric {self.metric}: give min, max, max_share or min_share")
+            if self.baseline is not None:
+                raise ValueError("baseline: only a workload expectation with max_p99_ratio")
             if self.min is not None and self.max is not None and self.min > self.max:
                 raise ValueError(f"min {self.min:g} is above max {self.max:g}")
+            shares = [c for c in SHARE_CRITERIA if getattr(self, c) is not None]
+            if shares and self.process is None:
+                raise ValueError(
+                    f"{', '.join(shares)}: whose share? name the process, e.g. process: r1"
+                )
+        if self.since and not any(getattr(self, c) is not None for c in SHARE_CRITERIA):
+            raise ValueError("since: only max_share and min_share look at a span of the run")
         return self
 
     @property
@@ -392,6 +426,11 @@ class InvariantSpec(_Strict):
 class ReportSpec(_Strict):
     interval: Duration = Field(1.0, description="how often node counters are sampled")
     plots: bool = True
+    timelines: list[str] = Field(
+        default_factory=list,
+        description="metrics shown over time, per process (their increase per second, in "
+        "report.json's metrics.timelines and metrics.png), e.g. [calls]",
+    )
     expect: list[Expectation] = Field(default_factory=list)
     invariants: list[InvariantSpec] = Field(default_factory=list)
 
@@ -555,6 +594,13 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
                     f"no workload named {exp.workload!r}; the workloads are {_listing(workloads)}",
                 )
             )
+        if exp.baseline is not None and exp.baseline not in workloads:
+            errors.append(
+                (
+                    ("report", "expect", i, "baseline"),
+                    f"no workload named {exp.baseline!r}; the workloads are {_listing(workloads)}",
+                )
+            )
         if exp.process is not None and exp.process not in procs:
             errors.append(
                 (
@@ -680,8 +726,18 @@ def _fault_target_errors(sc: Scenario, loc: Loc, action: str, target: str) -> li
                 f"{_listing([w.name for w in sc.workloads])}",
             )
         ]
+    if action == "signal" and kind == "node":
+        return [(loc, f"{target} is a node; signal names a service or a workload (a process)")]
     svc = sc.service(target)
     if svc is not None and svc.colocate:
+        if action == "signal":
+            return [
+                (
+                    loc,
+                    f"{target} is co-located with node {svc.node}, in its forwarder's process: "
+                    "set colocate: false to signal it",
+                )
+            ]
         return [
             (
                 loc,

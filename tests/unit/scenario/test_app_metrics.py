@@ -169,3 +169,94 @@ def test_summary_shows_cache_counters_when_nodes_have_them() -> None:
     text = console_text(build_report(scenario(), T0, big, [], [], [], {}))
     assert "4,247,302" in text
     assert "fw.cs_hit" not in console_text(build_report(scenario(), T0, {}, [], [], [], {}))
+
+
+# -- shares and timelines (calls per replica) -----------------------------------------------------
+
+
+def replicas(*expect: dict[str, Any], timelines: list[str] | None = None) -> Scenario:
+    return Scenario.model_validate(
+        {
+            "name": "reps",
+            "duration": 10,
+            "nodes": {"a": {}, "b": {}},
+            "links": [{"between": ["a", "b"]}],
+            "services": [{"name": r, "node": "b", "entry": "m:f"} for r in ("r1", "r2", "r3")],
+            "workloads": [{"name": "w", "node": "a", "entry": "m:f"}],
+            "report": {"interval": 2, "expect": list(expect), "timelines": timelines or []},
+        }
+    )
+
+
+# r1 serves 10 calls a second until 5 s, then 1; r2 and r3 share the rest of 20 a second
+CALLS = {
+    "r1": [metric(t, "calls", 10 * min(t, 5) + max(0, t - 5)) for t in range(11)],
+    "r2": [metric(t, "calls", 5 * min(t, 5) + 9.5 * max(0, t - 5)) for t in range(11)],
+    "r3": [metric(t, "calls", 5 * min(t, 5) + 9.5 * max(0, t - 5)) for t in range(11)],
+}
+
+
+def test_a_share_of_a_metric_since_a_time() -> None:
+    sc = replicas(
+        {"metric": "calls", "process": "r1", "max_share": "10%", "since": "6s"},
+        {"metric": "calls", "process": "r1", "max_share": "10%"},  # over the whole run
+        {"metric": "calls", "process": "r2", "min_share": "40%", "since": "6s"},
+    )
+    report = build_report(sc, T0, CALLS, [], [], [], {})
+    (late, whole, r2) = report["expectations"]
+    assert late["passed"] and late["actual"] == pytest.approx(4 / 80)
+    assert "r1's share of calls from 6s to 10s: 5% (4 of 80) <= 10%" in late["text"]
+    assert not whole["passed"] and whole["actual"] == pytest.approx(55 / 200)
+    assert r2["passed"] and r2["actual"] == pytest.approx(38 / 80)
+
+
+def test_timelines_give_each_process_its_increase_per_bucket() -> None:
+    report = build_report(replicas(timelines=["calls"]), T0, CALLS, [], [], [], {})
+    rows = report["metrics"]["timelines"]["calls"]
+    assert list(rows) == ["r1", "r2", "r3"]
+    assert [r["count"] for r in rows["r1"]] == [20, 20, 11, 2, 2]
+    assert [r["per_s"] for r in rows["r1"]] == [10, 10, 5.5, 1, 1]
+    assert sum(r["count"] for r in rows["r2"]) == 5 * 5 + 9.5 * 5
+
+
+def test_share_expectations_need_a_process_and_since_needs_a_share() -> None:
+    with pytest.raises(ValueError, match="whose share"):
+        replicas({"metric": "calls", "max_share": "10%"})
+    with pytest.raises(ValueError, match="since: only max_share and min_share"):
+        replicas({"metric": "calls", "max": 3, "since": "2s"})
+
+
+def test_p99_ratio_of_two_workloads() -> None:
+    sc = Scenario.model_validate(
+        {
+            "name": "clones",
+            "duration": 10,
+            "nodes": {"a": {}},
+            "workloads": [
+                {"name": "plain", "node": "a", "entry": "m:f"},
+                {"name": "cloned", "node": "a", "entry": "m:f"},
+            ],
+            "report": {
+                "expect": [
+                    {"workload": "cloned", "baseline": "plain", "max_p99_ratio": "33%"},
+                    {"workload": "plain", "baseline": "cloned", "max_p99_ratio": "33%"},
+                ]
+            },
+        }
+    )
+
+    def ops(slow: float) -> list[dict[str, Any]]:
+        return [
+            {"t": T0 + 1 + i / 10, "sent": T0 + i / 10, "ok": True, "bytes": 0,
+             "latency": slow if i % 10 == 0 else 0.02}
+            for i in range(100)
+        ]  # fmt: skip
+
+    report = build_report(sc, T0, {"plain": ops(2.0), "cloned": ops(0.1)}, [], [], [], {})
+    (good, bad) = report["expectations"]
+    assert good["passed"] and good["actual"] == pytest.approx(0.05, rel=0.01)
+    assert "(20x lower)" in good["text"]
+    assert not bad["passed"] and bad["actual"] == pytest.approx(20, rel=0.01)
+    with pytest.raises(ValueError, match="max_p99_ratio and baseline go together"):
+        wrong = {"workload": "plain", "baseline": "x", "min_throughput": 1}
+        Scenario.model_validate({**sc.model_dump(), "report": {"expect": [wrong]}})

@@ -109,13 +109,22 @@ def test_bad_units_name_the_field_and_line(field: str, value: str, expect: str) 
 def test_faults_need_one_action_and_real_targets() -> None:
     text = BASE + "faults:\n  - {at: 2s, kill: a, cut: [a, b]}\n"
     (msg,) = problems(text)
-    assert "exactly one of kill, restart, cut, restore, shape (got kill, cut)" in msg
+    assert "exactly one of kill, restart, cut, restore, shape, signal (got kill, cut)" in msg
     assert msg.startswith("s.yaml:8: faults[0]")
     text = BASE.replace("  b: {}\n", "  b: {}\n  c: {}\n") + "faults:\n  - {at: 2s, cut: a-c}\n"
     (msg,) = problems(text)
     assert msg == "s.yaml:9: faults[0].cut: no link between a and c; add it under links"
     (msg,) = problems(BASE + "faults:\n  - {at: 20s, kill: a}\n")
     assert msg == "s.yaml:8: faults[0].at: at or after the end of the run (10s)"
+
+
+def test_a_signal_fault_names_a_process() -> None:
+    (msg,) = problems(BASE + "faults:\n  - {at: 2s, signal: a}\n")
+    assert msg == (
+        "s.yaml:8: faults[0].signal: a is a node; signal names a service or a workload (a process)"
+    )
+    (msg,) = problems(BASE + "faults:\n  - {at: 2s, signal: nobody}\n")
+    assert "no node, service or workload named 'nobody'" in msg
 
 
 def test_shape_fault_needs_values() -> None:

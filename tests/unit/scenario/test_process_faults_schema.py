@@ -97,7 +97,7 @@ def test_metric_expectations() -> None:
 @pytest.mark.parametrize(
     ("item", "expect"),
     [
-        ("{metric: m}", "metric m: give min, max or both"),
+        ("{metric: m}", "metric m: give min, max, max_share or min_share"),
         ("{metric: m, min_throughput: 5}", "min_throughput: a workload criterion"),
         ("{workload: w, min: 5}", "min: only a metric expectation takes this"),
         ("{workload: w, metric: m, min: 1}", "workload, metric: an expectation is about"),

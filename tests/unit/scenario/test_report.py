@@ -402,7 +402,7 @@ def test_write_report(tmp_path: Path) -> None:
     report = full_report()
     paths = write_report(report, tmp_path / "out")
     names = [p.name for p in paths]
-    assert names == ["report.json", "throughput.png", "latency.png", "links.png"]
+    assert names == ["report.json", "throughput.png", "latency.png", "links.png", "metrics.png"]
     assert json.loads((tmp_path / "out" / "report.json").read_text()) == report
     for p in paths[1:]:
         assert_png(p)
@@ -418,7 +418,7 @@ def test_write_report_with_nothing_to_plot(tmp_path: Path) -> None:
     report = build_report(sc, T0, {}, [], [], [], {})
     assert report["workloads"] == {} and report["links"] == {} and report["passed"] is True
     paths = write_report(report, tmp_path)
-    assert len(paths) == 4
+    assert len(paths) == 5
     for p in paths[1:]:
         assert_png(p)  # a "no data" plot
 
