@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import Any
 
+from apps import replica_functions
 from apps.scenario.entry import ServiceContext, WorkloadContext
 from apps.workloads import _arg, run_paced
 from compute.rmi import Client, RmiError, RmiServer, ServerConfig, collect
@@ -16,19 +17,69 @@ from icn.units import parse_duration
 
 async def server(ctx: ServiceContext) -> None:
     """Serve the ``@function`` functions of ``args.module`` under ``args.prefix`` (default
-    /svc); ``args.max_jobs`` (default 64) bounds calls in progress."""
-    functions = collect(str(ctx.args.get("module", "apps.demo_functions")))
+    /svc); ``args.max_jobs`` (default 64) bounds calls in progress, ``args.inline_budget``
+    (default 50ms) is how long a call may run and still be answered inline.
+
+    One of several replicas of the prefix: ``args.replica`` is its id, and its own names
+    (``<prefix>/_r/<replica>``) must be announced too.  It reports the metrics ``calls`` (calls
+    it ran: full exchanges and calls in sessions), ``overloaded`` (calls it Nacked, every job
+    slot taken) and ``cancelled_clone`` (clones it stopped: another replica answered first)
+    every ``args.metrics_every`` (default 0.5s).  The functions of :mod:`apps.replica_functions`
+    misbehave as told: ``args.slow_factor`` (times slower once a ``signal`` fault names this
+    service), ``args.stall_every`` and ``args.stall_for`` (every so many calls stall that
+    long)."""
+    module = str(ctx.args.get("module", "apps.demo_functions"))
+    functions = collect(module)
     prefix = str(ctx.args.get("prefix", "/svc"))
-    config = ServerConfig(max_jobs=_arg(ctx.args, "max_jobs", 64, int))
+    replica = ctx.args.get("replica")
+    config = ServerConfig(
+        max_jobs=_arg(ctx.args, "max_jobs", 64, int),
+        inline_budget=parse_duration(ctx.args.get("inline_budget", "50ms")),
+        replica=None if replica is None else str(replica),
+    )
+    if module == replica_functions.__name__:
+        misbehave(ctx)
     ep = await ctx.endpoint()
     rmi = RmiServer(ep, prefix, functions, config=config)
     await rmi.start()
+    every = parse_duration(ctx.args.get("metrics_every", "0.5s"))
+
+    def report() -> None:
+        c = rmi.counters
+        ctx.metric("calls", c["calls"] + c["session_calls"])
+        ctx.metric("overloaded", c["overloaded"])
+        ctx.metric("cancelled_clone", c["cancelled_clone"])
+
+    async def reporting() -> None:
+        while True:
+            report()
+            await asyncio.sleep(every)
+
+    reporter = asyncio.ensure_future(reporting())
     ctx.ready()
     try:
         await ep.wait_closed()
     finally:
+        reporter.cancel()
+        report()
         await rmi.close()
         ctx.log(f"counters {dict(rmi.counters)}")
+
+
+def misbehave(ctx: ServiceContext) -> None:
+    """Configure :mod:`apps.replica_functions` for this replica from ``ctx.args``."""
+    bad = replica_functions.MISBEHAVIOUR
+    bad.slow_factor = _arg(ctx.args, "slow_factor", 1.0, float)
+    bad.stall_every = _arg(ctx.args, "stall_every", 0, int)
+    bad.stall_for = parse_duration(ctx.args.get("stall_for", "0s"))
+    if bad.slow_factor < 1 or bad.stall_every < 0:
+        raise SystemExit("args.slow_factor must be >= 1 and args.stall_every >= 0")
+
+    def slow_down() -> None:
+        bad.slowed = True
+        ctx.log(f"slowed down {bad.slow_factor:g}x")
+
+    ctx.on_signal(slow_down)
 
 
 ANSWERED = "answered_or_typed_error"  # the invariant every call of a caller is checked for
@@ -40,7 +91,11 @@ async def caller(ctx: WorkloadContext) -> None:
     ``args.rate`` calls/s (default 10), at most ``args.concurrency`` (default 16) at once,
     until the duration ends or ``args.count`` calls were made.  ``args.private`` encrypts;
     ``args.timeout`` (default 30s) bounds each call; ``args.lifetime`` (default 1s) is every
-    Interest's lifetime.  Records each call's latency, or its error type.
+    Interest's lifetime.  ``args.vary`` names a keyword argument that gets each call's number
+    (calls of a pure function then differ, and none is answered by a cache).  ``args.warmup``
+    calls (default 0) are made first, one at a time and not recorded: the first call agrees
+    the keys and learns what the function is (pure, idempotent), and calls made meanwhile wait
+    for it.  Records each call's latency, or its error type.
 
     Each call is also a check of the invariant ``answered_or_typed_error``: it held when the
     call returned (equal to ``args.expect``, when given) or raised one of the typed errors of
@@ -58,15 +113,25 @@ async def caller(ctx: WorkloadContext) -> None:
     lifetime_ms = int(parse_duration(ctx.args.get("lifetime", "1s")) * 1000)
     check_result = "expect" in ctx.args
     expected = ctx.args.get("expect")
+    vary = ctx.args.get("vary")
+    if vary is not None and (not isinstance(vary, str) or not vary.isidentifier()):
+        raise SystemExit(f"args.vary: expected the name of a keyword argument, got {vary!r}")
     client = Client(await ctx.endpoint(), lifetime_ms=lifetime_ms, timeout=timeout)
     pending: dict[int, float] = {}  # call number -> when it was sent
+    for n in range(_arg(ctx.args, "warmup", 0, int)):
+        named = kwargs if vary is None else {**kwargs, vary: -1 - n}
+        try:
+            await client.invoke(function, positional, named, private=private)
+        except RmiError as exc:
+            ctx.log(f"warm-up call {n}: {type(exc).__name__}: {exc}")
 
     async def one(n: int) -> None:
         sent = time.time()
         pending[n] = sent
         try:
             async with asyncio.timeout(timeout + NO_ANSWER_AFTER):
-                result = await client.invoke(function, positional, kwargs, private=private)
+                named = kwargs if vary is None else {**kwargs, vary: n}
+                result = await client.invoke(function, positional, named, private=private)
         except RmiError as exc:
             ctx.record(False, sent=sent, error=type(exc).__name__)
             ctx.check(ANSWERED, True, f"typed error {type(exc).__name__}")

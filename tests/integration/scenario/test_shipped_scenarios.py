@@ -88,3 +88,43 @@ def test_rice(tmp_path: Path, state_dir: Path) -> None:
     assert long["ok"] == long["requests"] == 2
     # the 5 s job came back through its thunk: each call took about 5 s, not an Interest lifetime
     assert long["latency_ms"]["p50"] >= 5000
+
+
+def test_replicas(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
+    proc, report = run_scenario(
+        SCENARIOS / "replicas.yaml", tmp_path / "out", timeout=cpu.budget(90)
+    )
+    _ok(proc, report)
+    (fault,) = report["faults"]
+    assert fault["text"] == "signal service r1" and fault["applied"] == pytest.approx(6, abs=1)
+    (share,) = [e for e in report["expectations"] if e["criterion"] == "max_share"]
+    assert share["actual"] <= 0.10
+    calls = report["metrics"]["timelines"]["calls"]
+    assert set(calls) == {"r1", "r2", "r3"}
+
+    def part(replica: str, start: float, end: float) -> float:
+        mine = sum(b["count"] for b in calls[replica] if start <= b["t"] < end)
+        every = sum(b["count"] for rows in calls.values() for b in rows if start <= b["t"] < end)
+        return mine / every
+
+    # before its slowdown the nearest replica had most calls; after it, others took them
+    assert part("r1", 3, 6) >= 0.8 and part("r1", 8, 13) <= 0.1
+    assert report["workloads"]["caller"]["success_ratio"] == 1.0
+    assert (tmp_path / "out" / "metrics.png").stat().st_size > 0
+
+
+def test_straggler(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
+    proc, report = run_scenario(
+        SCENARIOS / "straggler.yaml", tmp_path / "out", "--no-plots", timeout=cpu.budget(90)
+    )
+    _ok(proc, report)
+    (ratio,) = [e for e in report["expectations"] if e["criterion"] == "max_p99_ratio"]
+    assert ratio["actual"] <= 1 / 3
+    ran = report["metrics"]["processes"]
+    plain, cloned = report["workloads"]["plain"], report["workloads"]["cloned"]
+    # the cost: without cloning every call ran once (probes take calls, never copy them);
+    # with it, the clones and the probes' copies ran too (1 warm-up call each, unrecorded)
+    assert ran["p1"]["calls"] + ran["p2"]["calls"] <= plain["requests"] + 1
+    assert ran["c1"]["calls"] + ran["c2"]["calls"] > cloned["requests"] + 1
+    assert ran["c1"]["cancelled_clone"] >= 1  # the straggler's cloned jobs were stopped
+    assert report["nodes"]["a"]["totals"]["fw.clone"] >= 1
