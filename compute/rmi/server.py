@@ -269,22 +269,23 @@ class RmiServer:
             return
         if self._busy(iv, reply):
             return
-        self._calls.put(key, _Call(), now)
+        call = _Call()
+        self._calls.put(key, call, now)
         self.counters["calls"] += 1
         self.in_progress += 1
         task = asyncio.get_running_loop().create_task(
-            self._serve_call(iv, reply, function, key, idem)
+            self._serve_call(iv, reply, function, key, idem, call)
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _serve_call(
-        self, iv: InterestView, reply: Reply, function: str, key: bytes, idem: bool
+        self, iv: InterestView, reply: Reply, function: str, key: bytes, idem: bool, call: _Call
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + iv.lifetime / 1000.0
         try:
-            content, deadline, session = await self._run_call(function, key, deadline, idem)
+            content, deadline, session = await self._run_call(function, key, deadline, idem, call)
             fields: dict[str, Any] = {}
             if session is not None:  # the answer tells the caller its session,
                 fields.update(session_offer(session, self._sessions.lifetime))
@@ -308,10 +309,8 @@ class RmiServer:
             log.exception("call %s failed inside the server", to_uri(iv.name))
             content = error_envelope(ProtocolError("the server failed handling the call", function))
         finally:
-            call = self._calls.get(key, loop.time())
-            self._end_when_done(None if call is None else call.job)
-        if call is not None:  # kept for a retransmission of the Trigger Interest
-            call.answer = content
+            self._end_when_done(call.job)
+        call.answer = content  # kept for a retransmission of the Trigger Interest
         if loop.time() > deadline + self.config.margin:
             self.counters["answer_late"] += 1
         self._answer(iv, reply, content)
@@ -348,7 +347,7 @@ class RmiServer:
         return spec
 
     async def _run_call(
-        self, function: str, key: bytes, deadline: float, idem: bool = False
+        self, function: str, key: bytes, deadline: float, idem: bool, call: _Call
     ) -> tuple[bytes, float, ServerSession | None]:
         cfg = self.config
         loop = asyncio.get_running_loop()
@@ -422,14 +421,11 @@ class RmiServer:
             if not answer.done():
                 answer.set_result(content)
 
-        call = self._calls.get(key, loop.time())
-        if call is not None and call.cancelled:  # a clone cancelled while it pulled arguments
+        if call.cancelled:  # a clone cancelled while it pulled its arguments
             raise RemoteError("Cancelled", "the caller has another replica's answer", spec.name)
-        job = self._begin_job(
+        call.job = self._begin_job(
             spec, args, kwargs, blob, call_key, key, deadline, self.ep.signer, inline_max, give
         )
-        if call is not None:
-            call.job = job
         return await answer, deadline, session
 
     def _begin_job(

@@ -147,6 +147,7 @@ async def test_overloaded(line: Line, sessions: bool) -> None:
     assert line.counter(0, "fw.in_nack") == 1  # a network Nack, not a Data
     assert await first == "slept 1.0"
     assert await client.call("/svc/echo", 2) == 2  # a slot free again: the call runs
+    await wait_until(lambda: server.in_progress == 0)  # every accepted call gave its slot back
 
 
 async def test_no_server_and_client_deadline(line: Line) -> None:

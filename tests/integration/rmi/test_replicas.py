@@ -150,6 +150,7 @@ async def test_a_full_replica_nacks_and_its_calls_move_to_the_other_with_their_t
     ns = net.asf(PREFIX).measurements.find(from_uri(PREFIX))
     assert ns is not None
     assert all(h.failures == 0 for h in ns.hops.values())  # busy is not failed
+    await wait_until(lambda: r1.in_progress == r2.in_progress == 0)  # no job slot kept
 
 
 async def test_a_session_call_landing_on_the_other_replica_falls_back_once(

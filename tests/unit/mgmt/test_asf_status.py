@@ -76,7 +76,8 @@ async def test_asf_list_shows_each_next_hop_and_the_best(daemon: ForwarderDaemon
     assert h_fast["samples"] == h_slow["samples"] == 1
     assert 0 <= h_fast["srtt_ms"] < h_slow["srtt_ms"]
     assert h_slow["last_probe_ago_ms"] is None and h_fast["last_probe_ago_ms"] >= 0
-    for key in ("rttvar_ms", "rto_ms", "timeouts", "nacks", "failures", "retry_in_ms", "cost"):
+    for key in ("rttvar_ms", "rto_ms", "timeouts", "nacks", "congestion_nacks", "failures",
+                "retry_in_ms", "cost"):  # fmt: skip
         assert key in h_fast
     assert daemon.counters["fw.asf_late_data"] == 1
 
