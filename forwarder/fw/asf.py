@@ -216,7 +216,8 @@ class AsfStrategy(Strategy):
                 best = hops[0]
             else:
                 best = min(hops, key=lambda h: h[2].rank(h[0], now))
-                if self.divert and now >= ns.next_probe:
+                # (nothing measured yet: the cheapest takes the call, there is nothing to compare)
+                if self.divert and now >= ns.next_probe and best[2].rtt.srtt is not None:
                     target = self._probe_target(hops, best, now, ns)
                     if target is not None:  # the probe takes the Interest: sent once
                         best = target
