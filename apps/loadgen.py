@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import cast
 
-from icn.dataplane.rtt import RttOptions
 from icn.dataplane.window import Window, WindowOptions
 from icn.errors import DecodeError
+from icn.rtt import RttOptions
 from icn.wire.encode import DataTemplate, make_interest
 from icn.wire.lp import encode_lp, parse_lp
 from icn.wire.name import from_uri, generic, to_uri

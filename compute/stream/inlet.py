@@ -25,9 +25,9 @@ from compute.stream.errors import StreamError
 from compute.stream.names import FlowNames
 from icn.dataplane.endpoint import Endpoint, PendingInterest
 from icn.dataplane.fetcher import Fetcher, FetchPolicy, fetch
-from icn.dataplane.rtt import RttOptions
 from icn.dataplane.segments import data_content
 from icn.errors import IcnError, InterestNack, InterestTimeout, TooManyPending
+from icn.rtt import RttOptions
 from icn.wire.name import to_uri
 from icn.wire.packet import DataView
 

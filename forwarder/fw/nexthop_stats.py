@@ -1,7 +1,7 @@
 """What the adaptive strategy (``asf``) knows about the next hops of each prefix.
 
 Per prefix (a FIB entry's), per next hop: the smoothed RTT, its variation and the RTO they give
-(RFC 6298, :class:`icn.dataplane.rtt.RttEstimator`, the one estimator the project has),
+(RFC 6298, :class:`icn.rtt.RttEstimator`, the one estimator the project has),
 timeouts, Nacks, the failures in a row since the hop last answered, when it was last probed,
 when a failed hop may be probed again, and until when a hop that said it is overloaded (a Nack
 of reason Congestion) is left alone.  Sans-IO: times are seconds of the forwarder's clock,
@@ -27,7 +27,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from icn.dataplane.rtt import RttEstimator, RttOptions
+from icn.rtt import RttEstimator, RttOptions
 
 # Rank classes: a hop that answers is preferred to one never measured, both to one that is busy
 # (Congestion Nack), and all three to one failing.

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache, partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from icn.dataplane.rtt import RttOptions
 from icn.dataplane.window import Window, WindowOptions
 from icn.errors import InterestNack, InterestTimeout, TooManyPending
+from icn.rtt import RttOptions
 from icn.wire import tlv_types as T
 from icn.wire.name import to_uri
 from icn.wire.packet import DataView

@@ -11,7 +11,7 @@ keys may go out.
   increase); a loss, a congestion mark or a Congestion Nack multiplies it by ``decrease``, at
   most once per round trip (the losses of one burst are one congestion event).
 - Loss: a key is lost when ``reorder`` keys sent after it have arrived, or when it waited
-  longer than the RTO (:mod:`icn.dataplane.rtt`, which backs off on such a timeout).  With
+  longer than the RTO (:mod:`icn.rtt`, which backs off on such a timeout).  With
   ``loss_needs_later_arrival`` (streams, held Interests) waiting is not a loss until something
   sent later arrived: the producer may simply not have made the Data yet.
 - Nacks: the key pauses (it keeps its slot) for a period that doubles with each Nack of that
@@ -27,7 +27,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
-from icn.dataplane.rtt import RttEstimator, RttOptions
+from icn.rtt import RttEstimator, RttOptions
 
 K = TypeVar("K", bound=Hashable)
 

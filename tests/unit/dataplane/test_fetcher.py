@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 
 from icn.dataplane.fetcher import Fetcher, FetchPolicy, fetch, fetch_all
-from icn.dataplane.rtt import RttOptions
 from icn.dataplane.window import Window
 from icn.errors import InterestNack, InterestTimeout
+from icn.rtt import RttOptions
 from icn.wire.name import from_uri, generic
 from icn.wire.packet import InterestView
 from tests.unit.dataplane.memory_producer import data, endpoint, marked, nack

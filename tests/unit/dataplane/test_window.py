@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from icn.dataplane.rtt import RttOptions
 from icn.dataplane.window import Window, WindowOptions
+from icn.rtt import RttOptions
 
 
 def fill(w: Window[int], keys: range, now: float) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from icn.dataplane.rtt import RttEstimator, RttOptions
+from icn.rtt import RttEstimator, RttOptions
 
 
 def test_before_any_sample_the_rto_is_the_initial_one() -> None:
