@@ -1,0 +1,294 @@
+"""Time per DistributedDataParallel training step: torch.distributed's backend icn against gloo,
+the same script and data (apps/ddp_example.py), same run.
+
+For each rank count N, each of --repeat rounds runs the example once per backend, the order
+alternating from round to round (icn first, then gloo first...) so neither always runs on a
+machine the other just warmed or loaded.  A run is ``apps/ddp_example.py --nproc N --steps S``:
+N rank processes on 127.0.0.1, gloo over TCP, icn with the forwarder and aggregator its rank 0
+starts (ICN_TORCH_PLAN unset).  A step is timed at each rank from the forward pass to the
+optimizer's step (DDP's gradient allreduce included) and counts its slowest rank; the first
+--warmup steps of a run are left out and the table shows the median of the other steps over
+all rounds.  "compute" is the same step without DDP or any communication, one rank's slice of
+the batch in this process: what the step would cost if the allreduce were free.
+
+Every run is checked: every rank ends with the same parameters (SHA-256 of each rank's, as the
+example computes them), and icn's final loss equals gloo's to 1e-3 (relative; the sums are
+taken in a different order).  A wrong result fails the benchmark; a run that fails (an exit
+code, no end) is made once more, its output shown and the retry listed under the table.
+
+The last line is ``ddp icn/gloo step time: X``, X the geometric mean over rank counts of icn's
+median step time over gloo's (below 1 favours icn).
+
+Run: .venv/bin/python bench/ddp.py [--ranks 2,4,8] [--steps 60] [--warmup 10] [--repeat 2]
+Needs torch: pip install -e .[torch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "apps" / "ddp_example.py"
+BACKENDS = ("icn", "gloo")
+LOSS_RTOL = 1e-3
+HIDDEN, LR = 32, 0.5  # the example's defaults
+STOP_GRACE = 5.0  # seconds the example gets to stop its ranks on SIGTERM
+RETRIED: list[str] = []  # the runs that failed once
+
+
+class BenchError(Exception):
+    """A run failed twice, timed out or ended with a wrong result: the benchmark stops here."""
+
+
+class RunFailed(BenchError):
+    """The example exited with an error or did not end: the run is made once more."""
+
+
+@dataclass
+class Cell:
+    """One backend at one rank count: the kept step times of all its rounds."""
+
+    steps: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # every rank's CPU in each kept step, summed
+    final_loss: list[float] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+    runs: list[float] = field(default_factory=list)  # wall time of each run, start-up included
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.steps)
+
+    @property
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu)
+
+
+def run_example(backend: str, n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One run of the example with ``n`` ranks; rank 0's summary, checked."""
+    out = workdir / f"{backend}-n{n}-{{rank}}.json"
+    argv = [sys.executable, str(EXAMPLE), "--nproc", str(n), "--backend", backend]
+    argv += ["--steps", str(args.steps), "--batch", str(args.batch), "--seed", str(args.seed)]
+    argv += ["--out", str(out), "--timeout", str(args.timeout)]
+    # no plan, no forwarder named: rank 0 starts a forwarder with the aggregator in it
+    unset = ("ICN_TORCH_", "NDN_CLIENT_TRANSPORT")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(unset)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    log = workdir / f"{backend}-n{n}.log"
+    started = time.monotonic()
+    with open(log, "w+") as output:
+        proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            # the example bounds its ranks by --timeout; ours is a last bound on the example
+            code = proc.wait(args.timeout + STOP_GRACE * 2)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            stop(proc)  # the example stops its ranks by PID on SIGTERM
+        output.seek(0)
+        text = output.read()
+    took = time.monotonic() - started
+    if code != 0:
+        why = "no end in time" if code is None else f"exit code {code}"
+        raise RunFailed(f"{backend} N={n}: the example failed ({why}):\n{text[-4000:]}")
+    summaries = []
+    for r in range(n):
+        path = Path(str(out).replace("{rank}", str(r)))
+        summaries.append(json.loads(path.read_text()))
+        path.unlink()
+    own = {s["param_hash"] for s in summaries}
+    if len(own) != 1 or set(summaries[0]["param_hashes"]) != own:
+        raise BenchError(f"{backend} N={n}: the ranks' final parameters differ")
+    summary: dict[str, Any] = summaries[0]
+    summary["wall"] = took
+    return summary
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after ``STOP_GRACE``, by PID."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(STOP_GRACE)
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(f"stopped by signal {signum}; the example stops its ranks")
+
+
+def compute_only(n: int, args: argparse.Namespace) -> float:
+    """Median time of one rank's step without DDP: its slice of the batch, no allreduce."""
+    import torch
+    import torch.nn.functional as F
+
+    from apps import ddp_example, digits_mlp
+
+    torch.set_num_threads(1)
+    config = digits_mlp.Config(seed=args.seed, batch_size=args.batch)
+    data = digits_mlp.load_split(config)
+    x = torch.tensor(data.x_train, dtype=torch.float32)
+    y = torch.tensor(data.y_train, dtype=torch.int64)
+    torch.manual_seed(args.seed)
+    model = ddp_example.make_model(HIDDEN)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    times = []
+    for step in range(args.steps):
+        rows = torch.from_numpy(digits_mlp.batch_indices(config, step, 0, n))
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x[rows]), y[rows]).backward()
+        optimizer.step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[args.warmup :])
+
+
+def run_twice(backend: str, n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """A run, made again once if it failed (a rank of gloo once aborted in its teardown,
+    after its last step, on a loaded machine); each failure is shown and counted."""
+    try:
+        return run_example(backend, n, args, workdir)
+    except RunFailed as exc:
+        print(f"  run failed, made again: {exc}", file=sys.stderr, flush=True)
+        RETRIED.append(f"{backend} N={n}")
+        return run_example(backend, n, args, workdir)
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> dict[int, dict[str, Cell]]:
+    cells: dict[int, dict[str, Cell]] = {}
+    for n in args.ranks:
+        cells[n] = {b: Cell() for b in BACKENDS}
+        for rnd in range(args.repeat):
+            order = BACKENDS if rnd % 2 == 0 else BACKENDS[::-1]
+            for backend in order:
+                s = run_twice(backend, n, args, workdir)
+                cell = cells[n][backend]
+                cell.steps += s["step_times"][args.warmup :]
+                cell.cpu += s["step_cpu"][args.warmup :]
+                cell.final_loss.append(s["losses"][-1])
+                cell.accuracy.append(s["accuracy"])
+                cell.runs.append(s["wall"])
+                kept = statistics.median(s["step_times"][args.warmup :])
+                print(
+                    f"  N={n} {backend}: median step {1000 * kept:.2f} ms, "
+                    f"run {s['wall']:.1f} s, final loss {s['losses'][-1]:.5f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        icn, gloo = cells[n]["icn"], cells[n]["gloo"]
+        for a, b in zip(icn.final_loss, gloo.final_loss, strict=True):
+            if abs(a - b) > LOSS_RTOL * abs(b):
+                raise BenchError(f"N={n}: icn's final loss {a:.6f} differs from gloo's {b:.6f}")
+    return cells
+
+
+def print_table(cells: dict[int, dict[str, Cell]], compute: dict[int, float]) -> list[float]:
+    head = (
+        f"{'ranks':>5} | {'compute':>7} | {'gloo ms':>7} {'cpu':>5} | {'icn ms':>7} {'cpu':>5} | "
+        f"{'icn/gloo':>8} | {'run s: gloo':>11} {'icn':>5} | {'accuracy':>8}"
+    )
+    print(head)
+    print("-" * len(head))
+    ratios = []
+    for n, by in cells.items():
+        icn, gloo = by["icn"], by["gloo"]
+        ratio = icn.median / gloo.median
+        ratios.append(ratio)
+        print(
+            f"{n:>5} | {1000 * compute[n]:>7.2f} | {1000 * gloo.median:>7.2f} "
+            f"{1000 * gloo.median_cpu:>5.1f} | {1000 * icn.median:>7.2f} "
+            f"{1000 * icn.median_cpu:>5.1f} | {ratio:>8.2f} | "
+            f"{statistics.median(gloo.runs):>11.1f} {statistics.median(icn.runs):>5.1f} | "
+            f"{statistics.median(icn.accuracy):>8.4f}"
+        )
+    print(
+        "ms: median time of a training step (forward, backward with DDP's allreduce, SGD step),\n"
+        "  a step counting its slowest rank, warm-up steps left out, all rounds pooled\n"
+        "cpu: median CPU ms of a step, every rank's together (their threads included; not icn's\n"
+        "  forwarder process)\n"
+        "compute: ms of the same step without DDP, one rank's slice, in one process\n"
+        "run s: wall time of a whole run (median over rounds), process start-up included\n"
+        "accuracy: icn's on the held-out digits (gloo's final loss equal to 1e-3, checked)"
+    )
+    return ratios
+
+
+def main(args: argparse.Namespace) -> None:
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("bench/ddp.py needs torch: pip install -e .[torch]") from None
+    for n in args.ranks:
+        if args.batch % n:
+            raise SystemExit(f"--batch {args.batch} is not divisible by {n} ranks")
+    if args.warmup >= args.steps:
+        raise SystemExit(f"--warmup {args.warmup} leaves no step of --steps {args.steps} to time")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="icn-bench-ddp-") as tmp:
+        cells = measure(args, Path(tmp))
+    compute = {n: compute_only(n, args) for n in args.ranks}
+    elapsed = time.monotonic() - started
+    print(
+        f"DDP training step, digits MLP 64-32-10 (2410 float32 parameters, one gradient bucket),"
+        f"\nglobal batch {args.batch}; Python {platform.python_version()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, one thread per rank\n"
+        f"icn: forwarder and aggregator started by rank 0, Unix sockets; gloo: TCP 127.0.0.1\n"
+        f"{args.repeat} rounds per rank count, backends alternating, {args.steps} steps per run "
+        f"({args.warmup} warm-up); run took {elapsed:.0f} s"
+    )
+    ratios = print_table(cells, compute)
+    if RETRIED:
+        again = ", ".join(RETRIED)
+        print(f"runs that failed once and were made again (their output on stderr): {again}")
+    print(f"ddp icn/gloo step time: {statistics.geometric_mean(ratios):.2f}")
+
+
+def parse_ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write integers separated by commas") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers, e.g. 2,4,8")
+    return values
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: expected a positive integer")
+    return value
+
+
+if __name__ == "__main__":
+    if str(ROOT) not in sys.path:  # run as a script: apps sits beside bench
+        sys.path.insert(0, str(ROOT))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--ranks", type=parse_ints, default=[2, 4, 8], help="rank counts")
+    ap.add_argument("--steps", type=positive, default=60, help="training steps per run")
+    ap.add_argument("--warmup", type=int, default=10, help="first steps of a run left out")
+    ap.add_argument("--repeat", type=positive, default=2, help="runs per backend and rank count")
+    ap.add_argument("--batch", type=positive, default=64, help="global batch")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run at most")
+    signal.signal(signal.SIGTERM, _terminated)  # unwinds through run_example: example stopped
+    try:
+        main(ap.parse_args())
+    except BenchError as exc:
+        sys.exit(f"FAILED: {exc}")
+    except KeyboardInterrupt:
+        sys.exit("interrupted; the example stops its ranks")
