@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -64,6 +65,9 @@ async def serve(args: argparse.Namespace) -> None:
         await agg.close()
         ep.close()
         await daemon.stop()
+        if args.remove_dir:
+            # the starter may have been killed (SIGTERM from a launcher): its files go with us
+            shutil.rmtree(args.remove_dir, ignore_errors=True)
 
 
 def main() -> None:
@@ -83,6 +87,7 @@ def main() -> None:
         default="digest",
         help="the sums' signature: digest (DigestSha256) or null (links that keep bytes intact)",
     )
+    ap.add_argument("--remove-dir", help="a directory (the starter's files) to remove on exit")
     ap.add_argument("--log-level", default="warning", help="the forwarder's log level")
     args = ap.parse_args()
     try:

@@ -288,7 +288,7 @@ class _Host:
         argv = [sys.executable, "-m", "apps.collective_host", "--unix", str(self.sock)]
         # a dead rank is named by the aggregator before the ranks' own deadline passes
         argv += ["--plan", str(plan_path), "--member-timeout", f"{timeout * 0.8:g}"]
-        argv += ["--signature", "null"]
+        argv += ["--signature", "null", "--remove-dir", str(self.dir)]
         self.log = open(self.dir / "host.log", "wb")  # noqa: SIM115 (closed by stop)
         root = str(Path(__file__).resolve().parents[1])
         env = {

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,9 @@ def run_ranks(
 ) -> list[subprocess.Popen[str]]:
     out = tmp / f"{mode}-{backend}"
     out.mkdir()
+    # the ranks' temporary files under this test's directory, where the tests look for leftovers
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK_TIMEOUT": str(rank_timeout)}
+    env["TMPDIR"] = str(tmp)
     env.pop("ICN_TORCH_PLAN", None)
     store = tmp / f"store-{mode}-{backend}"
     procs = []
@@ -96,6 +99,12 @@ def test_a_killed_rank_makes_the_others_fail_naming_it(tmp_path: Path) -> None:
         assert "allreduce failed" in seen["message"], seen
         assert str(world - 1) in seen["message"], seen  # the dead rank's worker is named
         assert seen["seconds"] < 6 + 5, seen  # within the group's timeout, not a hang
+    # rank 0 left without shutting down (as when a launcher kills it): its forwarder saw its
+    # stdin close, stopped, and removed rank 0's files
+    deadline = time.monotonic() + 10
+    while list(tmp_path.glob("icn-torch-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not list(tmp_path.glob("icn-torch-*"))
 
 
 def test_what_it_does_not_support_is_refused_naming_the_alternative(tmp_path: Path) -> None:
