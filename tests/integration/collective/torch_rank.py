@@ -153,6 +153,9 @@ def main() -> None:
     elif mode == "errors":
         errors(out_dir)
     dist.destroy_process_group()
+    # out without the interpreter's teardown, where torch's gloo sometimes aborts (exit 134)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
