@@ -534,6 +534,8 @@ async def main(args: argparse.Namespace, fabric: Fabric, workdir: Path) -> None:
     n_spines = len(fabric.spines())
     started = time.monotonic()
     refs = references(n, args.sizes, plan)
+    # which namespaces are this run's (tests look for leftovers of this run only)
+    print(f"namespaces: icn-{fabric.backend.run_id}-*", file=sys.stderr, flush=True)
     fabric.setup()
     cells: dict[tuple[float, int], dict[str, Cell]] = {}
     for mbit in args.mbit:

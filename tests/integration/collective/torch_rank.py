@@ -153,9 +153,10 @@ def main() -> None:
     elif mode == "errors":
         errors(out_dir)
     dist.destroy_process_group()
-    # out without the interpreter's teardown, where torch's gloo sometimes aborts (exit 134)
-    sys.stdout.flush()
-    os._exit(0)
+    if backend == "gloo":
+        # out without the interpreter's teardown, where torch's gloo sometimes aborts (134)
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
