@@ -362,12 +362,17 @@ def _show_text(prefix: str, status: dict[str, Any]) -> Callable[[], None]:
                 "retry in ms"]  # fmt: skip
         for ns in namespaces:
             clone = ns["clone_after_ms"]
+            pct = ns.get("clone_percentile")
+            if pct is not None:
+                cloning = f"clones after the p{pct} of the hop's RTTs (its RTO under 8 samples)"
+            else:
+                cloning = "no cloning" if clone is None else f"clones after {clone:g} ms"
             title = (
                 f"{ns['prefix']}: probes every {ns['probing_interval_ms']:g} ms (next in "
                 f"{ns['next_probe_in_ms']:g}), failed after {ns['max_timeouts']} in a row, "
-                + ("no cloning" if clone is None else f"clones after {clone:g} ms")
+                + cloning
             )
-            rows = [
+            rows: list[tuple[Any, ...]] = [
                 (
                     h["face_id"],
                     h["cost"],
@@ -386,7 +391,12 @@ def _show_text(prefix: str, status: dict[str, Any]) -> Callable[[], None]:
                 )
                 for h in ns["nexthops"]
             ]
-            print_table(title, cols, rows)
+            if pct is not None:  # the percentile in use per hop, or the RTO standing in
+                rows = [
+                    (*row, f"{_ms_text(h['clone_after_ms'])} ({h['clone_by']})")
+                    for row, h in zip(rows, ns["nexthops"], strict=True)
+                ]
+            print_table(title, [*cols, "clone after ms"] if pct is not None else cols, rows)
 
     return text
 

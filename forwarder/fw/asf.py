@@ -28,21 +28,27 @@ to the best hop it has not been sent to; the first Data satisfies the PIT entry 
 one arrives late and is dropped, counted as "fw.clone_late_data" (and measures its hop).  The
 timer is one heap per instance, run by the forwarder's periodic tick (so a clone leaves within
 one tick period after its time, 20 ms by default), never a task per Interest.
+``clone-after~pNN`` sets the time per Interest instead: the NN-th percentile (nearest rank) of
+the last 64 RTT samples of the hop it was sent to (late answers included: they are the tail),
+read when it is sent; a hop with fewer than 8 samples gives its RTO instead (1 s before any
+sample), so a new or rarely used hop is cloned from only when it is clearly late.
 
 Parameters, NFD-style components after the version, e.g.
 ``/localhost/nfd/strategy/asf/v=5/probing-interval~500/clone-after~50``:
 
 - ``probing-interval~MS``: time between probes of a prefix (default 1000; NFD's is 60000);
 - ``max-timeouts~N``: failures in a row that mark a hop failed (default 1: move away at once);
-- ``clone-after~MS``: clone Interests pending that long (default: never);
+- ``clone-after~MS``: clone Interests pending that long (default: never), or ``clone-after~pNN``
+  (NN in 50..99): pending longer than that percentile of their hop's RTTs;
 - ``measurements-limit~N``: prefixes measured at most, least recently used out (default 1024);
 - ``probe~copy`` (default) or ``probe~divert``: a probe copies the Interest, or takes it (not
   with ``clone-after``, which copies).
 
 State is bounded: the measurements (:mod:`forwarder.fw.nexthop_stats`; a prefix unused for
 5 minutes is forgotten, as in NFD), the late upstreams (:mod:`forwarder.fw.late_answers`) and
-the clone heap (one item per Interest of the last ``clone-after``).  Per-Interest state lives in
-the PIT entry (``strategy_info["asf"]``) and goes with it.
+the clone heap (one item per Interest of the last ``clone-after``), and with a percentile the
+last 64 RTT samples per hop.  Per-Interest state lives in the PIT entry
+(``strategy_info["asf"]``) and goes with it.
 """
 
 from __future__ import annotations
@@ -81,6 +87,9 @@ PARAMETERS: dict[str, tuple[int | None, int, int, int]] = {
     "clone-after": (None, 1, 3_600_000, 50),
     "measurements-limit": (1024, 1, 1_000_000, 1024),
 }
+CLONE_PERCENTILES = (50, 99)  # clone-after~pNN: NN in this range
+RTT_WINDOW = 64  # samples per hop a percentile is taken from
+PERCENTILE_MIN_SAMPLES = 8  # fewer: the hop's RTO stands in for the percentile
 # name: the values it takes, the default first
 CHOICES: dict[str, tuple[str, ...]] = {"probe": ("copy", "divert")}
 MEASUREMENTS_LIFETIME = 300.0  # s: NFD's ASF keeps a prefix's measurements 5 minutes
@@ -124,12 +133,21 @@ class AsfStrategy(Strategy):
     def __init__(self, fw: ForwarderBase, parameters: Mapping[str, str] | None = None) -> None:
         super().__init__(fw, parameters)
         p = {key: PARAMETERS[key][0] for key in PARAMETERS}
-        p.update({key: int(v) for key, v in self.parameters.items() if key in PARAMETERS})
+        p.update(
+            {
+                k: int(v)
+                for k, v in self.parameters.items()
+                if k in PARAMETERS and k != "clone-after"
+            }
+        )
         probing = p["probing-interval"]
         assert probing is not None  # it has a default; mypy cannot see it
         self.probing_interval = probing / 1000.0
-        clone_after = p["clone-after"]
-        self.clone_after = None if clone_after is None else clone_after / 1000.0
+        # clone-after~MS (clone_after, seconds) or clone-after~pNN (clone_percentile), or neither
+        clone = self.parameters.get("clone-after")
+        self.clone_percentile = int(clone[1:]) if clone and clone[0] == "p" else None
+        self.clone_after = None if clone is None or self.clone_percentile else int(clone) / 1000.0
+        self._clone_basis = f"p{self.clone_percentile}"
         max_timeouts = p["max-timeouts"]
         limit = p["measurements-limit"]
         assert max_timeouts is not None and limit is not None
@@ -141,7 +159,13 @@ class AsfStrategy(Strategy):
             congestion_hold_min=min(CONGESTION_HOLD_MIN, self.probing_interval),
             congestion_hold_max=self.probing_interval,
         )
-        self.measurements = Measurements(self.policy, limit, MEASUREMENTS_LIFETIME, self.counters)
+        self.measurements = Measurements(
+            self.policy,
+            limit,
+            MEASUREMENTS_LIFETIME,
+            self.counters,
+            window=RTT_WINDOW if self.clone_percentile else 0,
+        )
         self.late = LateAnswers(LATE_MAX, self.counters)
         self.retx = RetxSuppressionExponential()
         self._clones: list[tuple[float, int, PitEntry]] = []  # (when, seq, entry)
@@ -170,16 +194,30 @@ class AsfStrategy(Strategy):
                     + ", ".join(f"{k}~{'|'.join(v)}" for k, v in CHOICES.items())
                 )
             _, low, high, example = spec
-            try:
-                number = int(value)
-            except ValueError:
-                number = low - 1
-            if not low <= number <= high:
-                raise ConfigError(
-                    f"strategy asf: {key}~{value} must be an integer in {low}..{high}, "
-                    f"e.g. {key}~{example}"
+            if key == "clone-after" and value[:1] == "p":
+                digits = value[1:]
+                pct = int(digits) if digits.isascii() and digits.isdecimal() else 0
+                if CLONE_PERCENTILES[0] <= pct <= CLONE_PERCENTILES[1]:
+                    out[key] = f"p{pct}"
+                    continue
+            else:
+                try:
+                    number = int(value)
+                except ValueError:
+                    number = low - 1
+                if low <= number <= high:
+                    out[key] = str(number)
+                    continue
+            fix = f", e.g. {key}~{example}"
+            if key == "clone-after":
+                lo, hi = CLONE_PERCENTILES
+                fix = (
+                    f" (ms), or p{lo}..p{hi} for that percentile of the RTTs of the hop the "
+                    f"Interest went to; e.g. {key}~{example} or {key}~p95"
                 )
-            out[key] = str(number)
+            raise ConfigError(
+                f"strategy asf: {key}~{value} must be an integer in {low}..{high}{fix}"
+            )
         if out.get("probe") == "divert" and "clone-after" in out:
             raise ConfigError(
                 "strategy asf: probe~divert keeps each Interest on one upstream and clone-after "
@@ -225,9 +263,12 @@ class AsfStrategy(Strategy):
             if len(hops) > 1:
                 if now >= ns.next_probe and not self.divert:
                     self._probe(entry, hops, best, ctx, info)
-                if self.clone_after is not None:
+                delay = self.clone_after
+                if delay is None and self.clone_percentile is not None:
+                    delay = self.clone_delay(best[2])[0]
+                if delay is not None:
                     self._seq = seq = self._seq + 1
-                    heapq.heappush(self._clones, (now + self.clone_after, seq, entry))
+                    heapq.heappush(self._clones, (now + delay, seq, entry))
             return
         # An allowed retransmission: the best hop not already waiting on this Interest (the
         # consumer's retry is a chance to try another), else the best.  With probe~divert, the
@@ -355,6 +396,20 @@ class AsfStrategy(Strategy):
                 key = (UNMEASURED, 0.0, nh.cost) if stats is None else stats.rank(nh.cost, now)
                 ranked.append((key, nh.face_id))
         return min(ranked)[1] if ranked else None
+
+    def clone_delay(self, stats: NextHopStats) -> tuple[float, str]:
+        """How long after its send an Interest sent to this hop is cloned (when cloning is on),
+        and by what: "fixed" (clone-after~MS), "pNN" (that percentile of the hop's last RTT
+        samples) or "rto" (a percentile, but too few samples yet: the hop's RTO)."""
+        if self.clone_after is not None:
+            return self.clone_after, "fixed"
+        window = stats.window
+        pct = self.clone_percentile
+        if window is not None and pct is not None and len(window) >= PERCENTILE_MIN_SAMPLES:
+            value = window.percentile(pct)
+            if value is not None:  # (never, with samples)
+                return value, self._clone_basis
+        return stats.rtt.rto, "rto"
 
     def _send(self, entry: PitEntry, hop: _Hop, ctx: InterestContext, info: _EntryInfo) -> None:
         face = hop[1]

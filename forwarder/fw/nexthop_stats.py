@@ -14,6 +14,9 @@ Congestion Nack in a row, at most ``congestion_hold_max``; meanwhile new Interes
 hop that answers or was never measured, and it is neither probed nor cloned to.  Its RTT and
 failures are untouched, so once the hold ends it ranks by its RTT again.
 
+For ``clone-after~pNN`` a hop also keeps its last ``window`` RTT samples
+(:class:`forwarder.fw.rtt_window.RttWindow`); other prefixes keep none and pay nothing for it.
+
 Bounded twice, as every table of the forwarder: at most ``max_prefixes`` prefixes (least
 recently used out), and a prefix unused for ``lifetime`` seconds is forgotten.  A prefix keeps
 stats only for faces that are its next hops (the strategy prunes the others), so faces that come
@@ -27,6 +30,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from forwarder.fw.rtt_window import RttWindow
 from icn.rtt import RttEstimator, RttOptions
 
 # Rank classes: a hop that answers is preferred to one never measured, both to one that is busy
@@ -64,12 +68,15 @@ class NextHopStats:
     """One next hop of one prefix."""
 
     __slots__ = ("congested_until", "congestion", "congestion_nacks", "face_id", "failures",
-                 "last_probe", "nacks", "policy", "retry_at", "rtt", "timeouts")  # fmt: skip
+                 "last_probe", "nacks", "policy", "retry_at", "rtt", "timeouts",
+                 "window")  # fmt: skip
 
-    def __init__(self, face_id: int, policy: FailurePolicy) -> None:
+    def __init__(self, face_id: int, policy: FailurePolicy, window: int = 0) -> None:
         self.face_id = face_id
         self.policy = policy
         self.rtt = RttEstimator(_RTT_OPTIONS)
+        # the last ``window`` samples, only where a percentile of them is used
+        self.window = RttWindow(window) if window else None
         self.timeouts = 0
         self.nacks = 0  # Nacks that count as failures (NoRoute, no reason)
         self.failures = 0  # timeouts and Nacks in a row, since the hop last answered
@@ -117,6 +124,8 @@ class NextHopStats:
     def record_rtt(self, rtt: float) -> None:
         """The hop answered after ``rtt`` seconds: a sample, and it is working again."""
         self.rtt.sample(rtt)
+        if self.window is not None:
+            self.window.add(rtt)
         self.failures = 0
         self.retry_at = -math.inf
         self.congestion = 0
@@ -148,13 +157,15 @@ class NextHopStats:
 
 
 class Namespace:
-    """The measurements of one prefix: its hops' stats and when it may be probed next."""
+    """The measurements of one prefix: its hops' stats and when it may be probed next (with
+    ``window``, each hop keeps its last that many RTT samples)."""
 
-    __slots__ = ("hops", "last_used", "next_probe", "policy", "prefix")
+    __slots__ = ("hops", "last_used", "next_probe", "policy", "prefix", "window")
 
-    def __init__(self, prefix: bytes, policy: FailurePolicy, now: float) -> None:
+    def __init__(self, prefix: bytes, policy: FailurePolicy, now: float, window: int = 0) -> None:
         self.prefix = prefix
         self.policy = policy
+        self.window = window
         self.hops: dict[int, NextHopStats] = {}
         self.next_probe = -math.inf
         self.last_used = now
@@ -162,7 +173,7 @@ class Namespace:
     def stats(self, face_id: int) -> NextHopStats:
         hop = self.hops.get(face_id)
         if hop is None:
-            hop = self.hops[face_id] = NextHopStats(face_id, self.policy)
+            hop = self.hops[face_id] = NextHopStats(face_id, self.policy, self.window)
         return hop
 
     def keep_only(self, face_ids: Iterable[int]) -> None:
@@ -175,9 +186,9 @@ class Namespace:
 class Measurements:
     """Prefix -> :class:`Namespace`, at most ``max_prefixes`` (least recently used out, counted
     as "fw.asf_evicted"), each forgotten ``lifetime`` seconds after its last use
-    ("fw.asf_expired")."""
+    ("fw.asf_expired"); with ``window``, each hop keeps its last that many RTT samples."""
 
-    __slots__ = ("_counters", "_table", "lifetime", "max_prefixes", "policy")
+    __slots__ = ("_counters", "_table", "lifetime", "max_prefixes", "policy", "window")
 
     def __init__(
         self,
@@ -185,12 +196,14 @@ class Measurements:
         max_prefixes: int,
         lifetime: float,
         counters: Counter[str] | None = None,
+        window: int = 0,
     ) -> None:
         if max_prefixes < 1 or lifetime <= 0:
             raise ValueError("need max_prefixes >= 1 and lifetime > 0")
         self.policy = policy
         self.max_prefixes = max_prefixes
         self.lifetime = lifetime
+        self.window = window
         self._counters: Counter[str] = Counter() if counters is None else counters
         self._table: OrderedDict[bytes, Namespace] = OrderedDict()
 
@@ -199,7 +212,7 @@ class Measurements:
         table = self._table
         ns = table.get(prefix)
         if ns is None:
-            ns = table[prefix] = Namespace(prefix, self.policy, now)
+            ns = table[prefix] = Namespace(prefix, self.policy, now, self.window)
             if len(table) > self.max_prefixes:
                 table.popitem(last=False)
                 self._counters["fw.asf_evicted"] += 1

@@ -12,14 +12,18 @@ The content is one JSON object (like link/list, no TLV model to agree on):
 - ``prefix``: the name asked about (``/`` for all), ``strategy``: the strategy it uses (the
   instance name, parameters included), ``asf``: whether that is the adaptive one;
 - ``namespaces``: per measured prefix, its ``prefix``, the ``strategy`` instance that measured
-  it with ``probing_interval_ms``, ``max_timeouts`` and ``clone_after_ms`` (null: no cloning),
+  it with ``probing_interval_ms``, ``max_timeouts``, ``clone_after_ms`` (null: no cloning, or
+  cloning by percentile) and ``clone_percentile`` (NN of ``clone-after~pNN``, else null),
   ``next_probe_in_ms`` (0: the next Interest probes), ``idle_ms`` since its last Interest, and
   ``nexthops``: one object per FIB next hop, in FIB order: ``face_id``, ``cost``, ``best`` (where
   a new Interest would go now), ``status`` (working, unmeasured, congested or failed),
   ``srtt_ms``, ``rttvar_ms`` (null until the first sample), ``rto_ms``, ``samples``,
   ``timeouts``, ``nacks`` (those that count as failures), ``congestion_nacks``, ``failures`` (in
   a row, since it last answered), ``last_probe_ago_ms`` (null: never probed) and
-  ``retry_in_ms`` (a failed hop's back-off left, or a congested hop's hold, else null).
+  ``retry_in_ms`` (a failed hop's back-off left, or a congested hop's hold, else null), and when
+  the prefix clones, ``clone_after_ms`` (how long after its send an Interest sent to that hop is
+  cloned) and ``clone_by`` ("fixed", "pNN": that percentile of the hop's last RTT samples, or
+  "rto": too few samples yet, its RTO), both null without cloning.
 """
 
 from __future__ import annotations
@@ -78,9 +82,12 @@ def _hold_end(hop: NextHopStats) -> float:
 
 
 def _hop_row(
-    hop: NextHopStats | None, face_id: int, cost: int, best: bool, now: float
+    strategy: AsfStrategy, hop: NextHopStats | None, face_id: int, cost: int, best: bool, now: float
 ) -> dict[str, Any]:
+    cloning = strategy.clone_after is not None or strategy.clone_percentile is not None
     if hop is None:  # a next hop no Interest has considered yet
+        # (its first Interest makes its stats, with the RTO before any sample)
+        clone = strategy.clone_delay(NextHopStats(face_id, strategy.policy)) if cloning else None
         return {
             "face_id": face_id,
             "cost": cost,
@@ -96,8 +103,11 @@ def _hop_row(
             "failures": 0,
             "last_probe_ago_ms": None,
             "retry_in_ms": None,
+            "clone_after_ms": None if clone is None else _ms(clone[0]),
+            "clone_by": None if clone is None else clone[1],
         }
     rtt = hop.rtt
+    clone = strategy.clone_delay(hop) if cloning else None
     return {
         "face_id": face_id,
         "cost": cost,
@@ -113,6 +123,8 @@ def _hop_row(
         "failures": hop.failures,
         "last_probe_ago_ms": None if hop.last_probe is None else _ms(now - hop.last_probe),
         "retry_in_ms": _ms(_hold_end(hop) - now) if hop.backing_off(now) else None,
+        "clone_after_ms": None if clone is None else _ms(clone[0]),
+        "clone_by": None if clone is None else clone[1],
     }
 
 
@@ -127,10 +139,13 @@ def namespace_row(strategy: AsfStrategy, ns: Namespace, ctx: Managed, now: float
         "probing_interval_ms": _ms(strategy.probing_interval),
         "max_timeouts": strategy.policy.max_failures,
         "clone_after_ms": None if strategy.clone_after is None else _ms(strategy.clone_after),
+        "clone_percentile": strategy.clone_percentile,
         "next_probe_in_ms": _ms(next_probe),
         "idle_ms": _ms(now - ns.last_used),
         "nexthops": [
-            _hop_row(ns.hops.get(nh.face_id), nh.face_id, nh.cost, nh.face_id == best, now)
+            _hop_row(
+                strategy, ns.hops.get(nh.face_id), nh.face_id, nh.cost, nh.face_id == best, now
+            )
             for nh in nexthops
         ],
     }

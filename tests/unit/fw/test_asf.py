@@ -11,6 +11,7 @@ import pytest
 
 from forwarder.fw.asf import AsfStrategy
 from forwarder.fw.nexthop_stats import CONGESTED, FAILED, UNMEASURED, WORKING, NextHopStats
+from forwarder.fw.rtt_window import RttWindow
 from forwarder.fw.strategy_registry import canonical_name, parse
 from icn.errors import ConfigError
 from icn.wire import tlv_types as T
@@ -479,6 +480,134 @@ def test_clone_after_is_per_prefix() -> None:
     assert strategy(net) is not net.fw.strategy_choice.get(from_uri("/b"))
 
 
+# -- cloning by a percentile of the hop's RTTs ----------------------------------------------------
+
+
+def answered(net: Net, consumer: int, n: int, upstream: int, delay: float) -> None:
+    """Interest /a/<n> from ``consumer`` goes to ``upstream`` alone, which answers after
+    ``delay`` seconds: one RTT sample of that hop."""
+    net.clear()
+    net.interest(consumer, interest(f"/a/{n}", n))
+    assert sent_interests(net) == {upstream: 1}
+    net.clock.advance(delay)
+    net.data(upstream, data(f"/a/{n}"))
+    net.clear()
+
+
+def test_rtt_window_keeps_the_last_samples_and_reads_a_nearest_rank_percentile() -> None:
+    w = RttWindow(4)
+    assert w.percentile(50) is None and len(w) == 0
+    for rtt in (4.0, 1.0, 3.0, 2.0):
+        w.add(rtt)
+    assert (w.percentile(50), w.percentile(75), w.percentile(76), w.percentile(99)) == (
+        2.0, 3.0, 4.0, 4.0)  # fmt: skip
+    w.add(0.5)  # 4.0, the oldest, leaves
+    assert len(w) == 4 and w.percentile(99) == 3.0 and w.percentile(25) == 0.5
+    for _ in range(4):
+        w.add(9.0)
+    assert w.percentile(50) == 9.0 and len(w) == 4
+
+
+def test_percentile_cloning_fires_after_the_hops_percentile_and_not_before() -> None:
+    net = asf_net("/clone-after~p90/probing-interval~60000")
+    exchange(net, 0, {3: 0.050, 4: 0.010})  # 3 first (cheapest), 4 probed and faster: best
+    for i in range(1, 10):
+        assert exchange(net, i, {4: 0.010 + i / 1000, 3: 0.050}) == {4: 1}
+    # 4's samples: 10, 11, ..., 19 ms; the 90th percentile (nearest rank) is the 9th: 18 ms
+    assert strategy(net).clone_delay(hop(net, 4)) == (pytest.approx(0.018), "p90")
+    net.clock.advance(0.1)
+    net.interest(1, interest("/a/100", 100))
+    assert sent_interests(net) == {4: 1}
+    net.clock.advance(0.0175)
+    net.fw.tick()
+    assert sent_interests(net) == {4: 1} and net.counters["fw.clone"] == 0
+    net.clock.advance(0.001)
+    net.fw.tick()
+    assert sent_interests(net) == {4: 1, 3: 1} and net.counters["fw.clone"] == 1
+
+
+def test_the_percentile_is_the_one_of_the_hop_the_interest_went_to() -> None:
+    net = asf_net("/clone-after~p90/probing-interval~60000", n_faces=6)
+    exchange(net, 0, {3: 0.010, 4: 0.040})
+    for i in range(10):  # an Interest from 4 has 3 as its only hop, and the other way round
+        answered(net, 4, 10 + i, 3, 0.010 + i / 1000)  # 10..19 ms
+        answered(net, 3, 30 + i, 4, 0.040 + 2 * i / 1000)  # 40..58 ms: slower
+    s = strategy(net)
+    # eleven samples each (the first exchange's too): the 90th percentile is the 10th
+    assert s.clone_delay(hop(net, 3)) == (pytest.approx(0.018), "p90")
+    assert s.clone_delay(hop(net, 4)) == (pytest.approx(0.056), "p90")
+    net.route("/a", 5)  # a third hop, never measured: the clones go there
+    # from 4, an Interest goes to 3 (not to 5: never measured); from 3, to 4
+    for consumer, upstream, pct in ((4, 3, 0.018), (3, 4, 0.056)):
+        net.clear()
+        before = net.counters["fw.clone"]
+        net.interest(consumer, interest(f"/a/p{upstream}", 90 + upstream))
+        assert sent_interests(net) == {upstream: 1}
+        net.clock.advance(pct - 0.001)
+        net.fw.tick()
+        assert net.counters["fw.clone"] == before
+        net.clock.advance(0.002)
+        net.fw.tick()
+        assert net.counters["fw.clone"] == before + 1 and sent_interests(net) == {upstream: 1, 5: 1}
+        net.data(upstream, data(f"/a/p{upstream}"))  # (5 unanswered and not failed: no expiry)
+
+
+def test_the_percentile_follows_the_samples_of_the_last_window() -> None:
+    net = asf_net("/clone-after~p95/probing-interval~60000", n_faces=6)
+    exchange(net, 0, {3: 0.010, 4: 0.100})
+    for i in range(10):
+        answered(net, 4, 10 + i, 3, 0.010)
+    s = strategy(net)
+    assert s.clone_delay(hop(net, 3)) == (pytest.approx(0.010), "p95")
+    for i in range(64):  # 3 slows down: once 64 slow samples came, the fast ones are gone
+        answered(net, 4, 100 + i, 3, 0.030)
+        if i == 8:  # 20 samples, 9 slow: the 95th percentile is slow already, the median not
+            assert s.clone_delay(hop(net, 3)) == (pytest.approx(0.030), "p95")
+            window = hop(net, 3).window
+            assert window is not None and window.percentile(50) == pytest.approx(0.010)
+    window = hop(net, 3).window
+    assert window is not None and len(window) == 64
+    assert window.percentile(1) == pytest.approx(0.030)
+    net.clear()
+    net.interest(1, interest("/a/999", 999))  # to 3, cloned to 4 after 30 ms, not 10
+    net.clock.advance(0.029)
+    net.fw.tick()
+    assert net.counters["fw.clone"] == 0
+    net.clock.advance(0.002)
+    net.fw.tick()
+    assert net.counters["fw.clone"] == 1 and sent_interests(net) == {3: 1, 4: 1}
+
+
+def test_with_few_samples_the_hops_rto_stands_in_for_the_percentile() -> None:
+    net = asf_net("/clone-after~p90/probing-interval~60000")
+    exchange(net, 0, {3: 0.010, 4: 0.050})
+    for i in range(1, 7):
+        exchange(net, i, {3: 0.010})
+    h3, s = hop(net, 3), strategy(net)
+    assert h3.rtt.samples == 7 and h3.rtt.rto == pytest.approx(0.2)  # RFC 6298's floor
+    assert s.clone_delay(h3) == (pytest.approx(0.2), "rto")
+    assert s.clone_delay(NextHopStats(9, s.policy)) == (1.0, "rto")  # no sample: the initial
+    net.interest(1, interest("/a/100", 100))
+    net.clock.advance(0.190)
+    net.fw.tick()
+    assert net.counters["fw.clone"] == 0  # the p90 would be 10 ms: cloned by now
+    net.clock.advance(0.011)
+    net.fw.tick()
+    assert net.counters["fw.clone"] == 1 and sent_interests(net) == {3: 1, 4: 1}
+    net.clock.advance(0.1)
+    net.clear()
+    exchange(net, 200, {3: 0.010})  # the eighth sample: measured enough
+    assert s.clone_delay(h3) == (pytest.approx(0.010), "p90")
+
+
+def test_a_prefix_that_clones_by_ms_or_not_at_all_keeps_no_samples() -> None:
+    for params in ("", "/clone-after~50"):
+        net = asf_net(params)
+        exchange(net, 1, {3: 0.010, 4: 0.020})
+        assert hop(net, 3).window is None and hop(net, 4).window is None
+    assert strategy(net).clone_delay(hop(net, 3)) == (0.05, "fixed")
+
+
 # -- names and parameters -------------------------------------------------------------------------
 
 
@@ -495,6 +624,13 @@ def test_parameters_in_the_instance_name() -> None:
     assert s.full_name == ASF + tail
     net.fw.set_strategy(from_uri("/b"), s.full_name)
     assert net.fw.strategy_choice.get(from_uri("/b")) is s  # same name: one instance
+    assert canonical_name(ASF + "/clone-after~p095") == ASF + "/clone-after~p95"
+    pct = strategy(asf_net("/clone-after~p99"))
+    assert (pct.clone_after, pct.clone_percentile) == (None, 99)
+    assert (s.clone_percentile, strategy(asf_net("/clone-after~p50")).clone_percentile) == (
+        None,
+        50,
+    )
 
 
 @pytest.mark.parametrize(
@@ -502,6 +638,16 @@ def test_parameters_in_the_instance_name() -> None:
     [
         (ASF + "/clone-after~0", "clone-after~0 must be an integer in 1..3600000"),
         (ASF + "/clone-after~soon", "clone-after~soon must be an integer"),
+        *(
+            (
+                ASF + f"/clone-after~{bad}",
+                f"clone-after~{bad} must be an integer in 1..3600000 (ms), or p50..p99 for that "
+                "percentile of the RTTs of the hop the Interest went to; e.g. clone-after~50 or "
+                "clone-after~p95",
+            )
+            for bad in ("p49", "p100", "p99.9", "p", "p-95", "pp95", "95p", "p+95")
+        ),
+        (ASF + "/probe~divert/clone-after~p95", "probe~divert keeps each Interest on one"),
         (ASF + "/probing-interval~5", "probing-interval~5 must be an integer in 10.."),
         (ASF + "/speed~3", "strategy asf has no parameter 'speed'; use probing-interval~1000"),
         (ASF + "/clone-after", "'clone-after' is not a parameter; write key~value"),

@@ -7,6 +7,7 @@ import pytest
 from ndn.app_support.nfd_mgmt import StrategyChoiceMsg
 from ndn.encoding import Name
 
+from apps.cli_mgmt import _show_text
 from forwarder.daemon import ForwarderDaemon
 from icn.dataplane import mgmt_client as mc
 from icn.errors import CommandFailed
@@ -79,6 +80,7 @@ async def test_asf_list_shows_each_next_hop_and_the_best(daemon: ForwarderDaemon
     for key in ("rttvar_ms", "rto_ms", "timeouts", "nacks", "congestion_nacks", "failures",
                 "retry_in_ms", "cost"):  # fmt: skip
         assert key in h_fast
+    assert h_fast["clone_after_ms"] is None and h_fast["clone_by"] is None  # no cloning
     assert daemon.counters["fw.asf_late_data"] == 1
 
     general = await app_general(consumer)
@@ -104,3 +106,39 @@ async def test_asf_list_with_a_malformed_prefix_component_gets_400(daemon: Forwa
     with pytest.raises(CommandFailed) as info:
         mc.parse_asf_list(_content(await app.next_packet()))
     assert info.value.status == 400 and "one component holding a Name TLV" in info.value.text
+
+
+async def test_asf_list_shows_the_percentile_each_hop_clones_after(
+    daemon: ForwarderDaemon, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow, fast, consumer = App(daemon), App(daemon), App(daemon)
+    for producer in (slow, fast):
+        assert (await producer.command("rib", "register", name="/srv"))["status_code"] == 200
+    strategy = ASF + "/clone-after~p95/probing-interval~60000"
+    set_ = await consumer.command("strategy-choice", "set", name="/srv", strategy=strategy)
+    assert set_["status_code"] == 200
+    consumer.send(make_interest(from_uri("/srv/0")))
+    for producer in (slow, fast):  # the best (lowest face id) and the probe
+        assert parse_interest(await producer.next_packet()).name == from_uri("/srv/0")
+    fast.send(make_data(from_uri("/srv/0"), b"fast"))
+    slow.send(make_data(from_uri("/srv/0"), b"slow"))
+    assert _content(await consumer.next_packet()) == b"fast"
+    for n in range(1, 8):  # to fast alone (no probe for a minute): 8 samples in all
+        consumer.send(make_interest(from_uri(f"/srv/{n}")))
+        assert parse_interest(await fast.next_packet()).name == from_uri(f"/srv/{n}")
+        fast.send(make_data(from_uri(f"/srv/{n}"), b"fast"))
+        assert _content(await consumer.next_packet()) == b"fast"
+    (ns,) = (await asf_status(consumer, "/srv"))["namespaces"]  # type: ignore[misc]
+    assert ns["clone_percentile"] == 95 and ns["clone_after_ms"] is None
+    hops = {h["face_id"]: h for h in ns["nexthops"]}
+    h_fast, h_slow = hops[fast.face_id], hops[slow.face_id]
+    assert h_fast["samples"] == 8 and h_fast["clone_by"] == "p95"
+    assert h_fast["clone_after_ms"] >= h_fast["srtt_ms"]  # the p95 of 8 samples: the largest
+    assert h_slow["samples"] == 1 and h_slow["clone_by"] == "rto"  # too few: the RTO stands in
+    assert h_slow["clone_after_ms"] == h_slow["rto_ms"]
+
+    monkeypatch.setenv("COLUMNS", "300")  # one line per row
+    _show_text("/srv", await asf_status(consumer, "/srv"))()
+    text = capsys.readouterr().out
+    assert "clones after the p95 of the hop's RTTs (its RTO under 8 samples)" in text
+    assert "clone after ms" in text and "(p95)" in text and "(rto)" in text
