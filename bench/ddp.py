@@ -257,16 +257,6 @@ def main(args: argparse.Namespace) -> None:
     print(f"ddp icn/gloo step time: {statistics.geometric_mean(ratios):.2f}")
 
 
-def parse_ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: write integers separated by commas") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers, e.g. 2,4,8")
-    return values
-
-
 def positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -277,6 +267,8 @@ def positive(text: str) -> int:
 if __name__ == "__main__":
     if str(ROOT) not in sys.path:  # run as a script: apps sits beside bench
         sys.path.insert(0, str(ROOT))
+    from bench.allreduce import parse_ints  # the rank-count list, as the allreduce benches read it
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--ranks", type=parse_ints, default=[2, 4, 8], help="rank counts")
     ap.add_argument("--steps", type=positive, default=60, help="training steps per run")

@@ -286,12 +286,7 @@ class AsfStrategy(Strategy):
         self._send(entry, min(choice, key=lambda h: h[2].rank(h[0], now)), ctx, info)
 
     def _no_route(self, entry: PitEntry, ctx: InterestContext, decision: RetxDecision) -> None:
-        if decision is RetxDecision.NEW:
-            self.counters["fw.nack_no_route"] += 1
-            self.send_nack(entry, ctx.ingress.face_id, T.NACK_NO_ROUTE)
-            self.reject_pending_interest(entry)
-        else:
-            self.counters["fw.retx_no_nexthop"] += 1
+        self.no_upstream(entry, ctx, decision is RetxDecision.NEW)
 
     def after_receive_nack(self, entry: PitEntry, ingress_id: int, reason: int, now: float) -> None:
         info = entry.strategy_info.get(_INFO)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
 from forwarder.fw.strategy import InterestContext, Strategy
-from icn.wire import tlv_types as T
 
 if TYPE_CHECKING:
     from forwarder.face_api import FaceLike
@@ -40,9 +39,7 @@ class BestRouteStrategy(Strategy):
                 if face is not None and nh.face_id != ingress_id and (nonlocal_ok or face.is_local):
                     self.send_interest(entry, face, ctx)
                     return
-            self.counters["fw.nack_no_route"] += 1
-            self.send_nack(entry, ingress_id, T.NACK_NO_ROUTE)
-            self.reject_pending_interest(entry)
+            self.no_upstream(entry, ctx, new=True)
             return
         # An allowed retransmission: first eligible upstream without a live out-record, else the
         # eligible one whose Interest went out earliest.
@@ -61,6 +58,6 @@ class BestRouteStrategy(Strategy):
             if out.last_sent < earliest_sent:
                 earliest, earliest_sent = face, out.last_sent
         if earliest is None:
-            self.counters["fw.retx_no_nexthop"] += 1
+            self.no_upstream(entry, ctx, new=False)
             return
         self.send_interest(entry, earliest, ctx)

@@ -135,12 +135,7 @@ class MultipathStrategy(Strategy):
                     continue
             self.send_interest(entry, face, ctx)
             return
-        if decision is RetxDecision.NEW:
-            self.counters["fw.nack_no_route"] += 1
-            self.send_nack(entry, ctx.ingress.face_id, T.NACK_NO_ROUTE)
-            self.reject_pending_interest(entry)
-        else:
-            self.counters["fw.retx_no_nexthop"] += 1
+        self.no_upstream(entry, ctx, decision is RetxDecision.NEW)
 
     def after_receive_nack(self, entry: PitEntry, ingress_id: int, reason: int, now: float) -> None:
         ctx = entry.strategy_info.get(_INFO)

@@ -180,6 +180,16 @@ class Strategy:
         """Give up on the entry now: it is finalized as unsatisfied."""
         self.fw.reject(entry)
 
+    def no_upstream(self, entry: PitEntry, ctx: InterestContext, new: bool) -> None:
+        """No next hop to try: a new Interest is Nacked NoRoute and its entry given up; a
+        retransmission is only counted (the earlier out-records may still answer)."""
+        if new:
+            self.counters["fw.nack_no_route"] += 1
+            self.send_nack(entry, ctx.ingress.face_id, T.NACK_NO_ROUTE)
+            self.reject_pending_interest(entry)
+        else:
+            self.counters["fw.retx_no_nexthop"] += 1
+
     @staticmethod
     def has_pending_out_records(entry: PitEntry, now: float) -> bool:
         """True if some upstream may still answer (out-record unexpired and not Nacked)."""
