@@ -24,12 +24,17 @@ from icn.errors import ConfigError
 
 @dataclass(frozen=True)
 class Problem:
+    """``file``: where the mistake is when not in the scenario file (its topology file)."""
+
     loc: Loc
     message: str
     line: int | None = None
+    file: str | None = None
 
     def format(self, source: str) -> str:
-        where = f"{source}:{self.line}" if self.line else source
+        where = f"{self.file or source}:{self.line}" if self.line else self.file or source
+        if self.file is not None:  # the message says where in that file
+            return f"{where}: {self.message}"
         return f"{where}: {format_loc(self.loc) or '(top level)'}: {self.message}"
 
 
@@ -186,6 +191,39 @@ def _pydantic_problems(exc: ValidationError, data: Any, root: yaml.Node | None) 
     return problems
 
 
+# ---- a topology file ----------------------------------------------------------------------
+
+
+def _with_topology(
+    data: dict[str, Any], root: yaml.Node | None, source: str
+) -> tuple[dict[str, Any], list[Problem]]:
+    """``data`` with the nodes and links of the graph file ``topology:`` names, relative to
+    the scenario file's directory (unchanged without one)."""
+    name = data.get("topology")
+    if not isinstance(name, str):
+        return data, []  # none, or not a path: the schema says so
+    from apps.scenario.topology_file import (
+        TopologyFileError,
+        format_problem,
+        read_topology,
+        with_file_topology,
+    )
+
+    path = Path(source).parent / name
+    try:
+        topo = read_topology(path)
+    except TopologyFileError as exc:
+        where = _node_at(root, ("topology",))[1]
+        return data, [
+            Problem(("topology",), f"{exc.path}: {format_problem(p)}", where)
+            if p.line is None
+            else Problem((), format_problem(p), p.line, exc.path)
+            for p in exc.problems
+        ]
+    merged, errors = with_file_topology(data, topo, str(path))
+    return merged, [Problem(loc, msg, _node_at(root, loc)[1]) for loc, msg in errors]
+
+
 # ---- entry points ------------------------------------------------------------------------
 
 
@@ -219,6 +257,9 @@ def parse_scenario(text: str, source: str = "<scenario>", check_entries: bool = 
             [Problem((), "the top level must be a mapping with name, nodes, links...", 1)],
         )
     problems = _duplicate_keys(root)
+    data, topology_problems = _with_topology(data, root, source)
+    if topology_problems:
+        raise ScenarioError(source, problems + topology_problems)
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as exc:

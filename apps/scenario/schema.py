@@ -454,6 +454,11 @@ class Scenario(_Strict):
     )
     nodes: dict[Identifier, NodeSpec]
     links: list[LinkSpec] = Field(default_factory=list)
+    topology: str | None = Field(
+        None,
+        description="a graph file (.graphml, .gml, .edgelist; relative to the scenario file) "
+        "the loader reads nodes and links from, in place of links (see topology_file)",
+    )
     routes: Literal["auto"] | list[RouteSpec] = "auto"
     reconverge_after: Duration | None = Field(
         1.0,
