@@ -221,7 +221,7 @@ def read_gml(data: bytes) -> RawGraph:
         )
     body, _ = graphs[0]
     graph = RawGraph()
-    names: dict[Any, str] = {}
+    names: dict[Any, str | None] = {}
     for kind, value, line in body:
         if kind not in ("node", "edge"):
             continue  # graph attributes (directed, label...): the scenario has no use for them
@@ -252,8 +252,20 @@ def _gml_attrs(items: GmlList) -> tuple[dict[str, Attr], list[tuple[str, int]]]:
     return attrs, repeated
 
 
-def _gml_node(graph: RawGraph, names: dict[Any, str], attrs: dict[str, Attr], line: int) -> None:
+def _gml_node(
+    graph: RawGraph, names: dict[Any, str | None], attrs: dict[str, Attr], line: int
+) -> None:
     ident, label = attrs.pop("id", None), attrs.pop("label", None)
+    if ident is not None and ident.value in names:
+        graph.problems.append(
+            FileProblem(
+                ident.line,
+                "node",
+                f"id {ident.value!r} is already used at a node above; give each node its own id",
+                "id",
+            )
+        )
+        return
     if ident is None or label is None:
         missing = " and ".join(n for n, a in (("id", ident), ("label", label)) if a is None)
         graph.problems.append(
@@ -264,24 +276,16 @@ def _gml_node(graph: RawGraph, names: dict[Any, str], attrs: dict[str, Attr], li
                 '(its name), e.g. node [ id 0 label "a" ]',
             )
         )
+        if ident is not None:
+            names[ident.value] = None  # its edges are not reported again
         return
-    name = str(label.value)
-    if ident.value in names:
-        graph.problems.append(
-            FileProblem(
-                ident.line,
-                f"node {name}",
-                f"id {ident.value!r} is already node "
-                f"{names[ident.value]}'s; give each node its own id",
-                "id",
-            )
-        )
-        return
-    names[ident.value] = name
-    graph.nodes.append(RawNode(name, line, attrs))
+    names[ident.value] = str(label.value)
+    graph.nodes.append(RawNode(str(label.value), line, attrs))
 
 
-def _gml_edge(graph: RawGraph, names: dict[Any, str], attrs: dict[str, Attr], line: int) -> None:
+def _gml_edge(
+    graph: RawGraph, names: dict[Any, str | None], attrs: dict[str, Attr], line: int
+) -> None:
     ends: list[str] = []
     for end in ("source", "target"):
         a = attrs.pop(end, None)
@@ -300,7 +304,9 @@ def _gml_edge(graph: RawGraph, names: dict[Any, str], attrs: dict[str, Attr], li
                 )
             )
         else:
-            ends.append(names[a.value])
+            name = names[a.value]
+            if name is not None:
+                ends.append(name)
     if len(ends) == 2:
         graph.edges.append(RawEdge(ends[0], ends[1], line, attrs))
 

@@ -41,6 +41,9 @@ FORWARDER = "forwarder."
 NODE_DRAWING = ("label", "x", "y", "lat", "lon")
 EDGE_DRAWING = ("label",)
 
+# what other tools call a link's fields
+SYNONYMS = {"weight": "cost", "latency": "delay", "bandwidth": "rate", "capacity": "rate"}
+
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
 
 
@@ -167,7 +170,8 @@ def check_graph(raw: RawGraph) -> tuple[FileTopology, list[FileProblem]]:
 
 
 def _unknown(name: str, attr: Attr, where: str, valid: list[str]) -> FileProblem:
-    hint = difflib.get_close_matches(name, valid, n=1)
+    hint = [SYNONYMS[name]] if SYNONYMS.get(name) in valid else []
+    hint = hint or difflib.get_close_matches(name, valid, n=1)
     msg = "unknown attribute" + (f"; did you mean {hint[0]!r}?" if hint else "")
     msg += f" (valid here: {', '.join(valid)}); rename or remove it"
     return FileProblem(attr.line, where, msg, name)
