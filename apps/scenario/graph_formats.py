@@ -66,6 +66,9 @@ class RawGraph:
     edges: list[RawEdge] = field(default_factory=list)
     declares_nodes: bool = True
     problems: list[FileProblem] = field(default_factory=list)
+    # GraphML's attribute declarations, (for, attr.name) -> (line, key id): a misnamed
+    # attribute is reported once, at its key
+    declared: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
 
 
 # ---- the edge list (networkx's read_edgelist with data=True) ----------------------------------
@@ -467,6 +470,7 @@ def _graphml_keys(root: _Element, graph: RawGraph) -> dict[str, _Key]:
                 except (ValueError, KeyError):
                     graph.problems.append(_bad_value(child.line, f"key {ident}", name, text, type_))
         keys[ident] = _Key(name, el.attrs.get("for", "all"), type_, default)
+        graph.declared.setdefault((keys[ident].kind, name), (el.line, ident))
     return keys
 
 

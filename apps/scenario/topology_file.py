@@ -44,6 +44,9 @@ EDGE_DRAWING = ("label",)
 # what other tools call a link's fields
 SYNONYMS = {"weight": "cost", "latency": "delay", "bandwidth": "rate", "capacity": "rate"}
 
+NODE_VALID = [*NODE_ATTRS, f"{FORWARDER}<setting>", *NODE_DRAWING]
+EDGE_VALID = [*LINK_ATTRS, *EDGE_DRAWING]
+
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
 
 
@@ -102,6 +105,7 @@ def read_topology(path: Path) -> FileTopology:
 def check_graph(raw: RawGraph) -> tuple[FileTopology, list[FileProblem]]:
     """Names, attributes and links by the scenario's rules, every problem with its line."""
     problems = list(raw.problems)
+    unknown = _Unknowns(raw.declared)
     nodes: dict[str, dict[str, Any]] = {}
     declared: dict[str, int] = {}
     if raw.declares_nodes:
@@ -131,21 +135,21 @@ def check_graph(raw: RawGraph) -> tuple[FileTopology, list[FileProblem]]:
                 FileProblem(node.line, where, f"{_explain(exc.errors()[0])}; rename it in the file")
             )
             continue
-        fields, node_problems = _node_fields(node.attrs, where)
+        fields, node_problems = _node_fields(node.attrs, where, unknown)
         problems += node_problems
         nodes[node.name] = fields
     links: list[LinkSpec] = []
     linked: dict[frozenset[str], int] = {}
     for e in raw.edges:
         where = f"edge {e.source}-{e.target}"
-        unknown = [n for n in (e.source, e.target) if n not in declared]
-        for n in unknown:
+        missing = [n for n in (e.source, e.target) if n not in declared]
+        for n in missing:
             problems.append(
                 FileProblem(
                     e.line, where, f"no node {n!r} in this file; declare it or fix the edge's end"
                 )
             )
-        if unknown:
+        if missing:
             continue
         pair = frozenset((e.source, e.target))
         if pair in linked and len(pair) == 2:
@@ -159,25 +163,54 @@ def check_graph(raw: RawGraph) -> tuple[FileTopology, list[FileProblem]]:
             )
             continue
         linked.setdefault(pair, e.line)
-        link, link_problems = _link(e.source, e.target, e.line, e.attrs, where)
+        link, link_problems = _link(e.source, e.target, e.line, e.attrs, where, unknown)
         problems += link_problems
         if link is not None:
             links.append(link)
+    problems += unknown.problems()
     if not listed and not problems:
         problems.append(FileProblem(None, "", "the graph has no nodes; add nodes and edges"))
     problems.sort(key=lambda p: p.line or 0)
     return FileTopology(nodes, links), problems
 
 
-def _unknown(name: str, attr: Attr, where: str, valid: list[str]) -> FileProblem:
-    hint = [SYNONYMS[name]] if SYNONYMS.get(name) in valid else []
-    hint = hint or difflib.get_close_matches(name, valid, n=1)
-    msg = "unknown attribute" + (f"; did you mean {hint[0]!r}?" if hint else "")
-    msg += f" (valid here: {', '.join(valid)}); rename or remove it"
-    return FileProblem(attr.line, where, msg, name)
+class _Unknowns:
+    """Unknown attributes, each reported once: at its GraphML key, else at its first use
+    with the lines of the others."""
+
+    def __init__(self, declared: dict[tuple[str, str], tuple[int, str]]) -> None:
+        self.declared = declared
+        self.uses: dict[tuple[str, str], list[tuple[int, str]]] = {}
+
+    def add(self, kind: str, name: str, line: int, where: str) -> None:
+        self.uses.setdefault((kind, name), []).append((line, where))
+
+    def problems(self) -> list[FileProblem]:
+        out: list[FileProblem] = []
+        for (kind, name), uses in self.uses.items():
+            valid = NODE_VALID if kind == "node" else EDGE_VALID
+            hint = [SYNONYMS[name]] if SYNONYMS.get(name) in valid else []
+            hint = hint or difflib.get_close_matches(name, valid, n=1)
+            msg = f"unknown {kind} attribute" + (f"; did you mean {hint[0]!r}?" if hint else "")
+            msg += f" (valid here: {', '.join(valid)})"
+            key = self.declared.get((kind, name)) or self.declared.get(("all", name))
+            if key is not None:
+                n = f"{len(uses)} {kind}{'s' if len(uses) > 1 else ''}"
+                fix = "rename its attr.name or remove the key and its data"
+                out.append(FileProblem(key[0], f"key {key[1]}", f"{msg}, set on {n}; {fix}", name))
+                continue
+            (line, where), rest = uses[0], [str(ln) for ln, _ in uses[1:]]
+            more = ""
+            if rest:
+                more = f"; also at line{'s' if len(rest) > 1 else ''} {', '.join(rest[:5])}"
+                more += f" and {len(rest) - 5} more" if len(rest) > 5 else ""
+            out.append(FileProblem(line, where, f"{msg}; rename or remove it{more}", name))
+        return out
 
 
-def _node_fields(attrs: dict[str, Attr], where: str) -> tuple[dict[str, Any], list[FileProblem]]:
+def _node_fields(
+    attrs: dict[str, Attr], where: str, unknown: _Unknowns
+) -> tuple[dict[str, Any], list[FileProblem]]:
     problems: list[FileProblem] = []
     fields: dict[str, Any] = {}
     forwarder: dict[str, Any] = {}
@@ -196,8 +229,7 @@ def _node_fields(attrs: dict[str, Attr], where: str) -> tuple[dict[str, Any], li
             at[path[-1]] = attr.value
             lines.setdefault("forwarder", attr.line)
         else:
-            valid = [*NODE_ATTRS, f"{FORWARDER}<setting>", *NODE_DRAWING]
-            problems.append(_unknown(name, attr, where, valid))
+            unknown.add("node", name, attr.line, where)
     if forwarder:
         fields["forwarder"] = forwarder
     try:
@@ -210,15 +242,17 @@ def _node_fields(attrs: dict[str, Attr], where: str) -> tuple[dict[str, Any], li
 
 
 def _link(
-    a: str, b: str, line: int, attrs: dict[str, Attr], where: str
+    a: str, b: str, line: int, attrs: dict[str, Attr], where: str, unknown: _Unknowns
 ) -> tuple[LinkSpec | None, list[FileProblem]]:
     problems: list[FileProblem] = []
+    refused = False  # an unknown attribute: no link, even if the rest is right
     fields: dict[str, Any] = {"between": (a, b)}
     for name, attr in attrs.items():
         if name in LINK_ATTRS:
             fields[name] = attr.value
         elif name not in EDGE_DRAWING:
-            problems.append(_unknown(name, attr, where, [*LINK_ATTRS, *EDGE_DRAWING]))
+            unknown.add("edge", name, attr.line, where)
+            refused = True
     try:
         link = LinkSpec.model_validate(fields)
     except ValidationError as exc:
@@ -229,7 +263,7 @@ def _link(
                 FileProblem(at, where, _explain(err), "" if field == "between" else field)
             )
         return None, problems
-    return (None if problems else link), problems
+    return (None if refused else link), problems
 
 
 def _explain(err: Any) -> str:

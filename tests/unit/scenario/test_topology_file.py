@@ -199,8 +199,10 @@ def test_graphml_mistakes(tmp_path: Path) -> None:
         )
     )
     assert problems(tmp_path, "g.graphml", graph) == [
-        "g.graphml:11: node a: colour: unknown attribute (valid here: cs_capacity, strategy, "
-        "forwarder.<setting>, label, x, y, lat, lon); rename or remove it",
+        # where the attribute is named, once for all the nodes that set it
+        "g.graphml:9: key d4: colour: unknown node attribute (valid here: cs_capacity, "
+        "strategy, forwarder.<setting>, label, x, y, lat, lon), set on 1 node; rename its "
+        "attr.name or remove the key and its data",
         "g.graphml:14: node b: already declared at line 12; give each node its own name",
         "g.graphml:17: edge b-c: delay: 'fast' is not a duration; write it like 250ms, 1.5s, "
         "2m (a bare number means seconds)",
@@ -255,10 +257,10 @@ def test_gml_mistakes(tmp_path: Path) -> None:
         .replace("  ]\n]\n", "  ]\n  edge [ source 1 target 0 ]\n]\n")
     )
     assert problems(tmp_path, "g.gml", graph) == [
-        "g.gml:6: edge a-b: weight: unknown attribute; did you mean 'cost'? (valid here: "
-        "transport, delay, jitter, loss, rate, cost, seed, label); rename or remove it",
         "g.gml:6: edge a-b: delay: '2 parsecs': unknown time unit 'parsecs'; use one of us, "
         "ms, s, m, min, h",
+        "g.gml:6: edge a-b: weight: unknown edge attribute; did you mean 'cost'? (valid here: "
+        "transport, delay, jitter, loss, rate, cost, seed, label); rename or remove it",
         'g.gml:9: edge: target: no node has id 7; declare it with node [ id 7 label "..." ] '
         "or fix the id",
         "g.gml:12: edge b-a: b and a are already linked at line 6 (a link carries both "
@@ -277,17 +279,18 @@ def test_edgelist_mistakes(tmp_path: Path) -> None:
         "a b {'delay': '2ms'}\n"
         "b c {'delay': 'soon', 'rat': '1Gbit'}\n"
         "# a comment\n"
-        "c a {'delay': '1ms'}\n"
+        "c a {'delay': '1ms', 'rat': '1Gbit'}\n"
         "a c\n"
         "c c\n"
         "d e delay=2ms\n"
         "f\n"
     )
     assert problems(tmp_path, "g.edgelist", text) == [
-        "g.edgelist:2: edge b-c: rat: unknown attribute; did you mean 'rate'? (valid here: "
-        "transport, delay, jitter, loss, rate, cost, seed, label); rename or remove it",
         "g.edgelist:2: edge b-c: delay: 'soon' is not a duration; write it like 250ms, 1.5s, "
         "2m (a bare number means seconds)",
+        "g.edgelist:2: edge b-c: rat: unknown edge attribute; did you mean 'rate'? (valid "
+        "here: transport, delay, jitter, loss, rate, cost, seed, label); rename or remove it; "
+        "also at line 4",
         "g.edgelist:5: edge a-c: a and c are already linked at line 4 (a link carries both "
         "directions); keep one edge",
         "g.edgelist:6: edge c-c: a link needs two different nodes, got [c, c]",
