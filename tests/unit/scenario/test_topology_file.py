@@ -130,6 +130,11 @@ def test_forwarder_settings_on_a_node(tmp_path: Path) -> None:
     ).replace(">A site<", ">5000<")
     sc = scenario(tmp_path, "g.graphml", graph)
     assert sc.nodes["a"].forwarder == {"tables": {"pit_max_entries": "5000"}}
+    # the scenario's forwarder settings merge with the file's
+    sc = scenario(
+        tmp_path, "g.graphml", graph, "nodes:\n  a: {forwarder: {tables: {cs_max_entries: 9}}}\n"
+    )
+    assert sc.nodes["a"].forwarder == {"tables": {"pit_max_entries": "5000", "cs_max_entries": 9}}
     (msg,) = problems(tmp_path, "g.graphml", graph.replace("pit_max_entries", "pit_max_entrys"))
     assert msg.startswith("g.graphml:11: node a: forwarder:") and "pit_max_entrys" in msg
 
