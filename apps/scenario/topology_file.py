@@ -17,23 +17,26 @@ file's; ``forwarder`` settings merge); a node it names that the file lacks is an
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from apps.scenario.graph_formats import (
-    READERS,
-    Attr,
-    FileProblem,
-    GraphFormatError,
-    RawGraph,
-    RawNode,
-)
+from apps.scenario.edgelist import read_edgelist
+from apps.scenario.gml import read_gml
+from apps.scenario.graph_records import Attr, FileProblem, GraphFormatError, RawGraph, RawNode
+from apps.scenario.graphml import read_graphml
 from apps.scenario.schema import Identifier, LinkSpec, Loc, NodeSpec
 from icn.errors import ConfigError
 
+READERS: dict[str, Callable[[bytes], RawGraph]] = {
+    ".graphml": read_graphml,
+    ".gml": read_gml,
+    ".edgelist": read_edgelist,
+    ".edges": read_edgelist,
+}
 LINK_ATTRS = tuple(f for f in LinkSpec.model_fields if f != "between")
 NODE_ATTRS = ("cs_capacity", "strategy")
 FORWARDER = "forwarder."
