@@ -1,270 +1,47 @@
-"""The ``icn`` command: run a forwarder, the demo, and the load generator.
+"""The ``icn`` command's entry point: ``icn fwd`` without typer, everything else through it.
 
-The other commands live in their own modules (``apps.cli_mgmt``, ``cli_tools``, ``cli_rmi``,
-``cli_scenario``, ``cli_flow``), and :func:`main` imports only the one the command line runs:
-every ``icn`` process (forwarders, management commands, services) would otherwise pay the
-imports of all of them (the endpoint, cryptography, rich) before doing anything.
+A topology runs a forwarder per node, so ``icn fwd`` with options :mod:`apps.fwd_command` can
+read starts the daemon without importing typer, click and rich (issue 23: a lean daemon).  Every
+other command line, ``icn fwd --help`` and a bad ``icn fwd`` option included, goes to the typer
+app of :mod:`apps.cli_app`, with only the module of the command it names.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Annotated, Any
+from collections.abc import Sequence
 
-import typer
+from apps.fwd_command import build_fwd_config, parse_fwd_options, run_fwd
 
-from apps.loop import run_loop
-from icn.errors import ConfigError, IcnError
+__all__ = ["OWN_COMMANDS", "add_commands", "build_fwd_config", "main"]
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="ICN forwarder and tools.")
-loadgen_app = typer.Typer(no_args_is_help=True, help="Lean consumer and producer for load tests.")
-app.add_typer(loadgen_app, name="loadgen")
-
-
-def _fail(msg: str, code: int = 1) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(code)
-
-
-def _split_pair(value: str, flag: str, example: str) -> tuple[str, str]:
-    left, sep, right = value.partition("=")
-    if not sep or not left or not right:
-        _fail(f"{flag} {value!r}: expected {example}")
-    return left, right
-
-
-def build_fwd_config(
-    config: Path | None,
-    unix: str | None,
-    udp: list[str],
-    tcp: list[str],
-    cs_capacity: int | None,
-    log_level: str | None,
-    face: list[str],
-    route: list[str],
-    strategy: list[str],
-) -> Any:
-    """Merge a config file (if any) with command-line flags; flags win."""
-    from forwarder.config import config_from_dict, read_config_mapping
-
-    data: dict[str, Any] = {}
-    source = "command line"
-    if config is not None:
-        data = read_config_mapping(config)
-        source = str(config)
-    listen = dict(data.get("listen") or {})
-    if unix is not None:
-        listen["unix"] = unix
-    if udp:
-        listen["udp"] = udp
-    if tcp:
-        listen["tcp"] = tcp
-    if listen or "listen" in data:
-        data["listen"] = listen  # else the daemon listens where NFD does
-    if cs_capacity is not None:
-        data["tables"] = {**(data.get("tables") or {}), "cs_max_entries": cs_capacity}
-    if log_level is not None:
-        data["log_level"] = log_level
-    faces = list(data.get("faces") or [])
-    known = {f.get("uri") for f in faces if isinstance(f, dict)}
-    for uri in face:
-        if uri not in known:
-            faces.append({"uri": uri})
-            known.add(uri)
-    routes = list(data.get("routes") or [])
-    for r in route:
-        prefix, uri = _split_pair(r, "--route", "PREFIX=FACE_URI, e.g. /app=udp4://127.0.0.1:6364")
-        if uri not in known:
-            faces.append({"uri": uri})
-            known.add(uri)
-        routes.append({"prefix": prefix, "face": uri})
-    data["faces"], data["routes"] = faces, routes
-    strategies = list(data.get("strategies") or [])
-    for s in strategy:
-        prefix, name = _split_pair(s, "--strategy", "PREFIX=NAME, e.g. /sync=multicast")
-        strategies.append({"prefix": prefix, "strategy": name})
-    data["strategies"] = strategies
-    return config_from_dict(data, source)
-
-
-@app.command()
-def fwd(
-    config: Annotated[Path | None, typer.Option(help="YAML config file")] = None,
-    unix: Annotated[str | None, typer.Option(help="Unix socket path to listen on")] = None,
-    udp: Annotated[list[str], typer.Option(help="HOST:PORT to listen on (UDP), repeatable")] = [],  # noqa: B006
-    tcp: Annotated[list[str], typer.Option(help="HOST:PORT to listen on (TCP), repeatable")] = [],  # noqa: B006
-    cs_capacity: Annotated[
-        int | None, typer.Option(help="content store capacity (packets)")
-    ] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error")] = None,
-    face: Annotated[list[str], typer.Option(help="static face URI, repeatable")] = [],  # noqa: B006
-    route: Annotated[list[str], typer.Option(help="PREFIX=FACE_URI static route")] = [],  # noqa: B006
-    strategy: Annotated[list[str], typer.Option(help="PREFIX=NAME strategy choice")] = [],  # noqa: B006
-) -> None:
-    """Run a forwarder daemon until SIGTERM or SIGINT (SIGUSR1 logs its counters)."""
-    from forwarder.daemon import run_daemon
-
-    try:
-        cfg = build_fwd_config(
-            config, unix, udp, tcp, cs_capacity, log_level, face, route, strategy
-        )
-        run_loop(run_daemon(cfg))
-    except ConfigError as exc:
-        _fail(str(exc), 2)
-    except IcnError as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        pass
-
-
-@app.command()
-def demo(
-    count: Annotated[int, typer.Option(help="objects to fetch")] = 1000,
-    keep_logs: Annotated[bool, typer.Option(help="keep the processes' logs")] = False,
-) -> None:
-    """Start two forwarders and a producer on loopback and fetch data through them."""
-    from apps.demo import run_demo
-
-    if not run_demo(count, keep_logs):
-        raise typer.Exit(1)
-
-
-@loadgen_app.command("produce")
-def loadgen_produce(
-    listen: Annotated[str, typer.Option(help="HOST:PORT of the producer's UDP socket")],
-    prefix: Annotated[str, typer.Option(help="answer Interests under this prefix")] = "/",
-    size: Annotated[int, typer.Option(help="content bytes per Data")] = 1024,
-    freshness_ms: Annotated[int, typer.Option(help="FreshnessPeriod of the Data")] = 10_000,
-) -> None:
-    """Answer Interests over UDP until SIGTERM/SIGINT; prints 'ready' when listening."""
-    import signal
-
-    from apps.loadgen import start_producer
-    from forwarder.config import parse_host_port
-
-    try:
-        host, port = parse_host_port(listen)
-    except ValueError as exc:
-        _fail(f"--listen: {exc}", 2)
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        transport, proto = await start_producer(
-            host, port, prefix=prefix, payload_size=size, freshness_ms=freshness_ms
-        )
-        stop = loop.create_future()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: None if stop.done() else stop.set_result(None))
-        print("ready", flush=True)
-        await stop
-        transport.close()
-        print(json.dumps({"served": proto.served, "ignored": proto.ignored}), flush=True)
-
-    run_loop(main())
-
-
-@loadgen_app.command("consume")
-def loadgen_consume(
-    remote: Annotated[str, typer.Option(help="HOST:PORT of the forwarder's UDP listener")],
-    prefix: Annotated[str, typer.Option(help="fetch PREFIX/0 .. PREFIX/COUNT-1")],
-    count: Annotated[int, typer.Option(help="number of objects")] = 1000,
-    start: Annotated[int, typer.Option(help="first object number")] = 0,
-    window: Annotated[int, typer.Option(help="Interests in flight")] = 64,
-    rto_ms: Annotated[int, typer.Option(help="retransmission timeout")] = 250,
-    retries: Annotated[int, typer.Option(help="retransmissions per object")] = 10,
-    timeout: Annotated[float, typer.Option(help="overall time limit, seconds")] = 120.0,
-) -> None:
-    """Fetch objects over UDP and print a JSON summary; exit 1 if any object failed."""
-    from apps.loadgen import Consumer, object_names
-    from forwarder.config import parse_host_port
-
-    try:
-        addr = parse_host_port(remote)
-        names = object_names(prefix, count, start)
-    except (ValueError, ConfigError) as exc:
-        _fail(str(exc), 2)
-
-    async def main() -> Any:
-        c = Consumer(addr, window=window, rto=rto_ms / 1000, max_retries=retries)
-        try:
-            return await c.fetch(names, timeout=timeout)
-        finally:
-            c.close()
-
-    res = run_loop(main())
-    out = res.summary()
-    if res.missing:
-        out["missing_sample"] = res.missing
-    print(json.dumps(out), flush=True)
-    if res.failed or res.received != res.requested:
-        raise typer.Exit(1)
-
-
+# the commands of apps.cli_app itself; the others come from their own modules
 OWN_COMMANDS = frozenset({"fwd", "demo", "loadgen"})
-_added: set[Callable[[typer.Typer], None]] = set()
-
-
-def _add_scenario(cli: typer.Typer) -> None:
-    from apps.cli_scenario import scenario_app
-
-    cli.add_typer(scenario_app, name="scenario")
-
-
-def _add_flow(cli: typer.Typer) -> None:
-    from apps.cli_flow import flow_app
-
-    cli.add_typer(flow_app, name="flow")
-
-
-def _add_mgmt(cli: typer.Typer) -> None:
-    from apps import cli_mgmt
-
-    cli_mgmt.register(cli)
-
-
-def _add_tools(cli: typer.Typer) -> None:
-    from apps import cli_tools
-
-    cli_tools.register(cli)
-
-
-def _add_rmi(cli: typer.Typer) -> None:
-    from apps import cli_rmi
-
-    cli_rmi.register(cli)
-
-
-# The commands each module adds, in the order `icn --help` lists them.
-LAZY_COMMANDS: tuple[tuple[frozenset[str], Callable[[typer.Typer], None]], ...] = (
-    (frozenset({"scenario"}), _add_scenario),
-    (frozenset({"flow"}), _add_flow),
-    (frozenset({"status", "face", "route", "strategy", "cs"}), _add_mgmt),
-    (frozenset({"peek", "poke", "ping", "ping-server"}), _add_tools),
-    (frozenset({"serve", "call", "key"}), _add_rmi),
-)
 
 
 def add_commands(args: Sequence[str]) -> None:
-    """Add to :data:`app` the module of the command ``args`` (the arguments after ``icn``)
-    runs; none for this module's own commands; all when it names none of theirs (``--help``,
-    no command, a typo), so typer lists them or suggests among them as before."""
+    """Add to the typer app the module of the command ``args`` (the arguments after ``icn``)
+    runs; none for the app's own commands; all when it names none of theirs (``--help``, no
+    command, a typo), so typer lists them or suggests among them as before."""
     # ``icn`` itself takes no option with a value, so the first word is the command.
     word = next((a for a in args if not a.startswith("-")), None)
     if word in OWN_COMMANDS:
         return
-    wanted = [add for names, add in LAZY_COMMANDS if word in names]
-    for add in wanted or [add for _names, add in LAZY_COMMANDS]:
-        if add not in _added:  # once per process, however often main() runs
-            _added.add(add)
-            add(app)
+    from apps.cli_app import add_lazy_commands
+
+    add_lazy_commands(word)
 
 
 def main() -> None:
-    add_commands(sys.argv[1:])
+    args = sys.argv[1:]
+    if args[:1] == ["fwd"]:
+        opts = parse_fwd_options(args[1:])
+        if opts is not None:
+            run_fwd(opts)
+            return
+    add_commands(args)
+    from apps.cli_app import app
+
     try:
         app()
     except BrokenPipeError:

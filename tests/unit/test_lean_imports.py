@@ -38,19 +38,25 @@ COMMAND_MODULES = (
     "apps.cli_flow",
 )
 
-# What `icn fwd --unix PATH` imports and builds before it opens its listeners: the CLI with the
-# fwd command, the config from flags, the daemon and its management (fwd() imports the daemon
-# when it runs).
+# What `icn fwd --unix PATH` imports and builds before it opens its listeners: the CLI entry and
+# its fwd option parser, the config from flags, the daemon and its management (run_fwd imports
+# the daemon when it runs), the event loop.
 FWD_ENTRY = """
 import json, sys
 from apps.cli import add_commands, build_fwd_config
+from apps.fwd_command import parse_fwd_options
 add_commands(["fwd", "--unix", "x.sock"])
+opts = parse_fwd_options(["--unix", "x.sock"])
 from forwarder.daemon import ForwarderDaemon
 from forwarder.mgmt.manager import install_management
-daemon = ForwarderDaemon(build_fwd_config(None, "x.sock", [], [], None, None, [], [], []))
+daemon = ForwarderDaemon(build_fwd_config(None, opts.unix, [], [], None, None, [], [], []))
 install_management(daemon)
+import uvloop
 print(json.dumps(sorted(sys.modules)))
 """
+# What a forwarder started with a well-formed command line does without (issue 23: each cost the
+# idle daemon memory): the CLI framework, which only help and option errors need.
+NOT_IN_FWD = ("typer", "click", "shellingham", "apps.cli_app")
 
 STATUS_ENTRY = """
 import json, sys
@@ -86,6 +92,7 @@ def test_fwd_entry_imports_only_what_forwarding_needs() -> None:
     assert _loaded(modules, COMMAND_MODULES) == []
     # an app's endpoint and a YAML reader: a daemon started with flags needs neither
     assert _loaded(modules, ("icn.dataplane", "yaml")) == []
+    assert _loaded(modules, NOT_IN_FWD) == []
 
 
 def test_status_entry_imports_the_management_client_only() -> None:
