@@ -1,30 +1,28 @@
 """A face's link-emulation settings as people write them (milliseconds, megabits/s).
 
-One pydantic model for the ``shaper:`` block of the daemon's config and for the JSON a
-``link/shape`` management command carries, so both are validated by the same rules.  It lives
-beside the shaper, not in the daemon's config, so management can parse a command without
-importing the daemon's configuration."""
+One settings class for the ``shaper:`` block of the daemon's config and for the JSON a
+``link/shape`` management command carries, so both are checked by the same rules
+(:mod:`forwarder.schema`).  It lives beside the shaper, not in the daemon's config, so management
+can parse a command without importing the daemon's configuration."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from forwarder.face.shaper import ShaperConfig as FaceShaperConfig
+from forwarder.schema import Settings, setting
 
 MAX_SHAPER_DELAY_MS = 3_600_000.0  # an hour
 
 
-class ShaperConfig(BaseModel):
-    """Link emulation on a face's send path (also what ``link/shape`` commands carry)."""
+class ShaperConfig(Settings):
+    """Link emulation on a face's send path (also what ``link/shape`` commands carry).
 
-    # finite and bounded: a packet must leave within a timer's reach
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    Every number is finite and bounded: a packet must leave within a timer's reach."""
 
-    delay_ms: float = Field(0.0, ge=0, le=MAX_SHAPER_DELAY_MS)
-    jitter_ms: float = Field(0.0, ge=0, le=MAX_SHAPER_DELAY_MS)
-    loss: float = Field(0.0, ge=0, le=1, description="drop probability, 0..1")
-    rate_mbps: float | None = Field(None, gt=0, description="link rate in megabits/s")
-    queue_packets: int = Field(1000, ge=1)
+    delay_ms: float = setting(default=0.0, ge=0, le=MAX_SHAPER_DELAY_MS)
+    jitter_ms: float = setting(default=0.0, ge=0, le=MAX_SHAPER_DELAY_MS)
+    loss: float = setting(default=0.0, ge=0, le=1)  # drop probability, 0..1
+    rate_mbps: float | None = setting(default=None, gt=0)  # megabits/s; None: unlimited
+    queue_packets: int = setting(default=1000, ge=1)
     seed: int | None = None
 
     @property

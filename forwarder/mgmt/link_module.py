@@ -23,42 +23,42 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from forwarder.face.link_settings import ShaperConfig
 from forwarder.mgmt.context import Managed, target_face
 from forwarder.mgmt.control import BAD_PARAMS, NOT_FOUND, ControlError
 from forwarder.mgmt.dispatcher import Dispatcher
 from forwarder.mgmt.mgmt_face import MGMT_FACE_ID
+from forwarder.schema import SchemaError, field_names, fill
 from icn.errors import ConfigError
 
 if TYPE_CHECKING:
     from ndn.app_support.nfd_mgmt import ControlParametersValue
 
-_FIELDS = ", ".join(ShaperConfig.model_fields)
+_FIELDS = ", ".join(field_names(ShaperConfig))
 
 
 def parse_settings(raw: bytes) -> ShaperConfig:
     """The LinkShape JSON as shaper settings; ControlError(400) naming the field otherwise."""
     try:
-        return ShaperConfig.model_validate_json(raw, strict=True)
-    except ValidationError as exc:
+        data = json.loads(raw)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ControlError(BAD_PARAMS, f"LinkShape is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ControlError(BAD_PARAMS, f"LinkShape must be a JSON object with fields {_FIELDS}")
+    try:
+        # strict: a JSON command says what it means, "10ms" or 1.5 packets are refused
+        return fill(ShaperConfig, data, strict=True)
+    except SchemaError as exc:
         raise ControlError(BAD_PARAMS, _describe(exc)) from None
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: SchemaError) -> str:
     problems = []
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"])
-        kind = err["type"]
-        if kind == "json_invalid":
-            problems.append(f"LinkShape is not JSON: {err['msg']}")
-        elif not field:
-            problems.append(f"LinkShape must be a JSON object with fields {_FIELDS}")
-        elif kind == "extra_forbidden":
-            problems.append(f"LinkShape.{field}: unknown field; use {_FIELDS}")
+    for p in exc.problems:
+        if p.kind == "unknown":
+            problems.append(f"LinkShape.{p.where}: unknown field; use {_FIELDS}")
         else:
-            problems.append(f"LinkShape.{field}: {err['msg']} (got {err.get('input')!r})")
+            problems.append(f"LinkShape.{p.where}: {p.msg} (got {p.value!r})")
     return "; ".join(problems)
 
 

@@ -28,6 +28,12 @@ HEAVY = (
     "ndn.app_support",  # nfd_mgmt: imported when a management message is encoded or decoded
     "Cryptodome",
     "cryptography",
+    # the forwarder's config is checked by forwarder/schema.py: pydantic and its own imports
+    # cost an idle daemon about 8 MB (issue 23)
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "typing_inspection",
 )
 # The CLI's subcommand modules: only the one of the command being run is imported.
 COMMAND_MODULES = (
