@@ -8,6 +8,7 @@ being ignored, and every error names the field and what to write instead.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -207,14 +208,19 @@ def read_config_mapping(path: str | Path) -> dict[str, Any]:
         text = p.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
-    import yaml  # here: a daemon started with flags only reads no YAML
-
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{p}:{where} is not valid YAML: {exc}") from None
+        # JSON is YAML too: a config written as JSON (as a launcher may) is read without a
+        # YAML parser, which would stay in the daemon's memory (1.7 MB, issue 23)
+        data = json.loads(text)
+    except ValueError:
+        import yaml  # here: a daemon started with flags only reads no YAML
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"{p}:{where} is not valid YAML: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,23 @@ def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     scalar.write_text("42\n")
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_config(scalar)
+
+
+def test_a_config_written_as_json_reads_as_its_yaml(tmp_path: Path) -> None:
+    settings = {"listen": {"udp": ["127.0.0.1:7000"]}, "tables": {"pit_max_entries": 10}}
+    as_yaml, as_json = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    as_yaml.write_text("listen: {udp: ['127.0.0.1:7000']}\ntables: {pit_max_entries: 10}\n")
+    as_json.write_text(json.dumps(settings))
+    assert load_config(as_json) == load_config(as_yaml)
+    assert load_config(as_json).tables.pit_max_entries == 10
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"tables": {"pit_max_entries": 0}}))
+    with pytest.raises(ConfigError, match=r"tables\.pit_max_entries: Input should be greater"):
+        load_config(bad)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"tables":\n  [1, }')
+    with pytest.raises(ConfigError, match=r"line 2.*not valid YAML"):
+        load_config(broken)
 
 
 def test_flags_override_the_file_and_create_faces_for_routes(tmp_path: Path) -> None:

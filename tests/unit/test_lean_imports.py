@@ -101,6 +101,24 @@ def test_fwd_entry_imports_only_what_forwarding_needs() -> None:
     assert _loaded(modules, NOT_IN_FWD) == []
 
 
+def test_fwd_with_a_json_config_reads_it_without_yaml(tmp_path: Path) -> None:
+    """A launcher may write the config as JSON (which is YAML too): no YAML parser then."""
+    cfg = tmp_path / "fwd.yaml"
+    cfg.write_text(json.dumps({"listen": {"unix": "x.sock"}, "tables": {"cs_max_entries": 9}}))
+    code = f"""
+import json, sys
+from pathlib import Path
+from apps.fwd_command import build_fwd_config
+cfg = build_fwd_config(Path({str(cfg)!r}), None, [], [], None, None, [], [], [])
+assert cfg.tables.cs_max_entries == 9 and cfg.effective_listen.unix == "x.sock"
+print(json.dumps(sorted(sys.modules)))
+"""
+    modules = _modules(code)
+    assert "forwarder.config" in modules
+    assert _loaded(modules, ("yaml",)) == []
+    assert _loaded(modules, HEAVY) == []
+
+
 def test_status_entry_imports_the_management_client_only() -> None:
     modules = _modules(STATUS_ENTRY)
     assert "apps.cli_mgmt" in modules and "icn.dataplane.mgmt_client" in modules
