@@ -51,7 +51,12 @@ def validate(file: Annotated[Path, typer.Argument(help="scenario YAML file")]) -
 def run(
     file: Annotated[Path, typer.Argument(help="scenario YAML file")],
     backend: Annotated[
-        str | None, typer.Option(help="local (default, no root) or netns (root)")
+        str | None,
+        typer.Option(help="local (default, no root), netns (root) or ray (a Ray cluster)"),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(help="the Ray cluster's HOST:PORT for --backend ray (else $RAY_ADDRESS)"),
     ] = None,
     out: Annotated[
         Path | None, typer.Option(help="directory for the report, plots and logs")
@@ -65,8 +70,11 @@ def run(
     from apps.scenario.summary import render_summary
 
     sc = _load(file)
-    if backend not in (None, "local", "netns"):
-        typer.echo(f"error: --backend {backend!r}: use local or netns", err=True)
+    if backend not in (None, "local", "netns", "ray"):
+        typer.echo(f"error: --backend {backend!r}: use local, netns or ray", err=True)
+        raise typer.Exit(EXIT_INVALID)
+    if address is not None and (backend or sc.backend) != "ray":
+        typer.echo("error: --address is the Ray cluster's: use it with --backend ray", err=True)
         raise typer.Exit(EXIT_INVALID)
     console = Console()
     out_dir = out or default_out_dir(sc)
@@ -84,7 +92,7 @@ def run(
         when = "   setup" if t is None else f"{t:7.2f}s"
         progress.console.print(f"[dim]{when}[/] {text}")
 
-    runner = ScenarioRunner(sc, out_dir, backend=backend, on_event=on_event)
+    runner = ScenarioRunner(sc, out_dir, backend=backend, on_event=on_event, address=address)
     console.print(
         f"[bold]scenario {sc.name}[/]: run {runner.run_id}, {runner.backend_kind} backend, "
         f"output in {out_dir}"

@@ -14,9 +14,29 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from forwarder.daemon import COUNTERS_TAG
+
+
+class ProcessHandle(Protocol):
+    """What the launcher asks of a child's process: a ``subprocess.Popen`` answers it, and so
+    does a process run on another machine (:mod:`apps.scenario.ray_child`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | Any:  # as Popen's: None until poll() or wait() saw the end
+        ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 class Child:
@@ -41,7 +61,7 @@ class Child:
             open(self.stderr_path, "wb") as err,
             open(stdin or os.devnull, "rb") as inp,
         ):
-            self.proc = subprocess.Popen(
+            self.proc: ProcessHandle = subprocess.Popen(
                 argv, stdin=inp, stdout=out, stderr=err, env=full_env, preexec_fn=preexec_fn
             )
 
@@ -98,11 +118,10 @@ class Child:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(grace)
+                return self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait(grace)
-        return self.proc.returncode
+        return self.proc.wait(grace)  # at once when it has ended
 
 
 def icn_argv(*args: str) -> list[str]:

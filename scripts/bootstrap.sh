@@ -36,7 +36,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap: installing the project into .venv (first run takes about a minute)" >&2
     log=.venv/bootstrap.log
     if ! { .venv/bin/python -m pip install --upgrade pip \
-           && .venv/bin/python -m pip install -e '.[test,speed,torch]'; } >"$log" 2>&1; then
+           && .venv/bin/python -m pip install -e '.[test,speed,torch,ray]'; } >"$log" 2>&1; then
         tail -n 40 "$log" >&2
         echo "bootstrap: pip install failed; full log in $log" >&2
         exit 1

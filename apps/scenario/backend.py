@@ -1,11 +1,12 @@
 """Where a scenario's processes run: the Backend interface and the local backend.
 
-A backend answers three questions for the runner: which address a node's forwarder listens on
-and is reached at over each link, how to start a process "on" a node, and what to build before
-and remove after a run.  The local backend (the default, no root) gives every node its own
-127.x.y.z address; links are UDP or TCP faces between those addresses, shaped in the face layer.
-The netns backend (:mod:`apps.scenario.netns`) gives every node a network namespace and every
-link a veth pair.
+A backend answers three questions for the runner: which address and port a node's forwarder
+listens on and is reached at over each link, how to start a process "on" a node, and what to
+build before and remove after a run.  The local backend (the default, no root) gives every node
+its own 127.x.y.z address; links are UDP or TCP faces between those addresses, shaped in the
+face layer.  The netns backend (:mod:`apps.scenario.netns`) gives every node a network namespace
+and every link a veth pair.  The ray backend (:mod:`apps.scenario.ray_backend`) starts each
+node's processes on a Ray cluster's machines.
 
 Every child is started with PR_SET_PDEATHSIG, so no process outlives a launcher that is killed
 outright; the runner also stops each one by its PID on every exit path.
@@ -25,6 +26,7 @@ from apps.scenario.runs import remove_socket_dir, socket_dir
 from apps.scenario.schema import LinkSpec, Scenario
 
 PR_SET_PDEATHSIG = 1
+FWD_PORT = 6363  # NDN's port: every forwarder's, unless several share an address
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
@@ -38,6 +40,8 @@ class Backend(ABC):
     after everything stopped (it must also work after a partial ``setup``)."""
 
     name: str
+    # the children's PIDs are this machine's (the run record lists them for ``clean``)
+    local_processes = True
 
     def __init__(self, scenario: Scenario, run_id: str, run_dir: Path) -> None:
         self.scenario = scenario
@@ -57,6 +61,10 @@ class Backend(ABC):
     @abstractmethod
     def address_on(self, link: LinkSpec, node: str) -> str:
         """The address at which ``node`` is reached by its neighbor over ``link``."""
+
+    def listen_port(self, node: str) -> int:
+        """The UDP and TCP port of ``node``'s forwarder."""
+        return FWD_PORT
 
     def argv_for(self, node: str, argv: list[str]) -> list[str]:
         """The command line that runs ``argv`` on ``node`` (e.g. inside its namespace)."""
@@ -79,6 +87,10 @@ class Backend(ABC):
     def unix_socket(self, node: str) -> Path:
         """The node forwarder's Unix socket, where its apps and the launcher connect."""
         return self.sock_dir / f"{node}.sock"
+
+    def mgmt_socket(self, node: str) -> Path:
+        """Where the launcher reaches ``node``'s forwarder management (a local face)."""
+        return self.unix_socket(node)
 
     def remove_sockets(self) -> None:
         remove_socket_dir(self.sock_dir)

@@ -21,7 +21,6 @@ from icn.errors import CommandFailed, IcnError
 
 log = logging.getLogger(__name__)
 
-FWD_PORT = 6363
 ORIGIN_NLSR = 128  # routes: auto plays the routing protocol's part
 ORIGIN_STATIC = 255
 CONFLICT = 409
@@ -82,7 +81,7 @@ class Fabric:
         if old is not None:
             old.close()
         self.endpoints[node] = await Endpoint.connect(
-            f"unix://{self.backend.unix_socket(node)}", connect_timeout=5.0
+            f"unix://{self.backend.mgmt_socket(node)}", connect_timeout=5.0
         )
         self.installed[node] = {}
 
@@ -119,7 +118,10 @@ class Fabric:
             return
         faces = self.link_faces[link.name]
         scheme = "udp4" if link.transport == "udp" else "tcp4"
-        uri_of = {n: f"{scheme}://{self.backend.address_on(link, n)}:{FWD_PORT}" for n in (a, b)}
+        uri_of = {
+            n: f"{scheme}://{self.backend.address_on(link, n)}:{self.backend.listen_port(n)}"
+            for n in (a, b)
+        }
         if link.transport == "udp":
             for node, peer in ((a, b), (b, a)):
                 faces[node] = await self._create_face(node, uri_of[peer])

@@ -27,7 +27,7 @@ from apps.procs import Child, icn_argv
 from apps.scenario import colocated, metrics, results
 from apps.scenario.backend import Backend, LocalBackend
 from apps.scenario.entry import ready_line
-from apps.scenario.fabric import FWD_PORT, Fabric
+from apps.scenario.fabric import Fabric
 from apps.scenario.faults import apply_fault
 from apps.scenario.routing import compute_routes
 from apps.scenario.runs import RunRecord
@@ -62,11 +62,17 @@ class RunState:
     events: list[Event] = field(default_factory=list)
 
 
-def make_backend(sc: Scenario, kind: str, run_id: str, run_dir: Path) -> Backend:
+def make_backend(
+    sc: Scenario, kind: str, run_id: str, run_dir: Path, address: str | None = None
+) -> Backend:
     if kind == "netns":
         from apps.scenario.netns import NetnsBackend
 
         return NetnsBackend(sc, run_id, run_dir)
+    if kind == "ray":  # address: the Ray cluster's (else $RAY_ADDRESS)
+        from apps.scenario.ray_backend import RayBackend
+
+        return RayBackend(sc, run_id, run_dir, address)
     return LocalBackend(sc, run_id, run_dir)
 
 
@@ -81,12 +87,13 @@ class ScenarioRunner:
         backend: str | None = None,
         on_event: Callable[[float | None, str], None] | None = None,
         run_id: str | None = None,
+        address: str | None = None,
     ) -> None:
         self.sc = sc
         self.run_id = run_id or secrets.token_hex(3)
         self.out_dir = out_dir
         self.backend_kind = backend or sc.backend
-        self.backend = make_backend(sc, self.backend_kind, self.run_id, out_dir)
+        self.backend = make_backend(sc, self.backend_kind, self.run_id, out_dir, address)
         self.fabric = Fabric(sc, self.backend)
         self.state = RunState()
         self.on_event = on_event
@@ -119,7 +126,7 @@ class ScenarioRunner:
     def _spawn(self, node: str, name: str, argv: list[str]) -> Child:
         child = self.backend.spawn(node, name, argv)
         self.children.append(child)
-        if self.record is not None:
+        if self.record is not None and self.backend.local_processes:
             self.record.add_pid(child.pid)
         return child
 
@@ -135,14 +142,15 @@ class ScenarioRunner:
     def _write_config(self, node: str) -> Path:
         spec = self.sc.nodes[node]
         hosts = self.backend.listen_hosts(node)
+        port = self.backend.listen_port(node)
         cfg: dict[str, Any] = {
             "log_level": "info",
             # links are not local: /localhost stays with the node's own apps (Unix socket)
             "local_networks": [],
             **spec.forwarder,
             "listen": {
-                "udp": [f"{h}:{FWD_PORT}" for h in hosts],
-                "tcp": [f"{h}:{FWD_PORT}" for h in hosts],
+                "udp": [f"{h}:{port}" for h in hosts],
+                "tcp": [f"{h}:{port}" for h in hosts],
                 "unix": str(self.backend.unix_socket(node)),
             },
         }

@@ -442,10 +442,44 @@ class ReportSpec(_Strict):
         return v
 
 
+LABEL = re.compile(r"^([A-Za-z0-9][\w./-]*)=([\w.-]*)$")
+
+
+class PlacementSpec(_Strict):
+    """Where the ray backend runs a node: on a Ray node with ``label`` (``key=value``, as given
+    to ``ray start --labels``) or with the custom ``resource`` (``ray start --resources``)."""
+
+    label: str | None = None
+    resource: str | None = Field(None, min_length=1)
+
+    @field_validator("label")
+    @classmethod
+    def _check_label(cls, v: str | None) -> str | None:
+        if v is not None and not LABEL.match(v):
+            raise ValueError(f"{v!r}: write a label as key=value, e.g. zone=edge")
+        return v
+
+    @model_validator(mode="after")
+    def _one(self) -> PlacementSpec:
+        if (self.label is None) == (self.resource is None):
+            raise ValueError("give one of label (e.g. label: zone=edge) or resource")
+        return self
+
+    @property
+    def label_pair(self) -> tuple[str, str] | None:
+        if self.label is None:
+            return None
+        key, _, value = self.label.partition("=")
+        return key, value
+
+    def describe(self) -> str:
+        return f"the label {self.label}" if self.label else f"the custom resource {self.resource}"
+
+
 class Scenario(_Strict):
     name: Identifier
     description: str = ""
-    backend: Literal["local", "netns"] = "local"
+    backend: Literal["local", "netns", "ray"] = "local"
     duration: Duration = 10.0
     stop_when_done: bool = Field(
         False,
@@ -470,6 +504,11 @@ class Scenario(_Strict):
     faults: list[FaultSpec] = Field(default_factory=list)
     chaos: ChaosSpec | None = Field(None, description="random faults from a seed")
     report: ReportSpec = ReportSpec()
+    placement: dict[str, PlacementSpec] = Field(
+        default_factory=dict,
+        description="ray backend only: node -> the Ray node label or custom resource it runs "
+        "on; the other nodes are spread over the cluster",
+    )
 
     @field_validator("nodes")
     @classmethod
@@ -581,6 +620,8 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
             need_link(("faults", i, fault.action), target)
     if sc.chaos is not None:
         errors += _chaos_errors(sc, sc.chaos, need_node, need_link)
+    for name in sc.placement:
+        need_node(("placement", name), name)
     workloads = {w.name for w in sc.workloads}
     procs = workloads | {s.name for s in sc.services}
     for i, inv in enumerate(sc.report.invariants):

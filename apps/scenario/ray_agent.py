@@ -1,0 +1,214 @@
+"""A scenario node's agent on its Ray node: it starts the node's processes there and answers the
+launcher's calls about them (:mod:`apps.scenario.ray_backend` makes it a Ray actor; nothing
+here imports Ray, so it is tested as a plain object too).
+
+The agent keeps a directory of its own on its machine: ``<tmp>/icn-ray-<run id>-<node>-XXXX``
+with the forwarder's Unix socket (``fwd.sock``: short, a socket path may not exceed 107 bytes)
+and ``run/``, which mirrors the launcher's output folder: the launcher ships the input files a
+process needs (its forwarder config or spec, under ``config/`` and ``procs/``) with each start,
+and pulls back what the processes write under ``logs/`` and ``results/`` as it grows
+(:meth:`NodeAgent.sync`), and anything else they wrote at the end (:meth:`NodeAgent.collect`).
+
+Every child is started with PR_SET_PDEATHSIG by one thread that lives as long as the agent (the
+signal follows the thread that started the child, not the process), so when the agent dies,
+killed by Ray when the launcher goes or by the launcher's teardown, its children die with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from apps.scenario.backend import FWD_PORT, die_with_parent
+from apps.scenario.ray_relay import RelayLoop
+from icn.errors import ConfigError
+
+PYTHON = "{python}"  # argv[0] that stands for the agent's own interpreter
+MIRRORED = ("logs", "results")  # appended as processes run, pulled back while they do
+INPUTS = ("config", "procs")  # shipped by the launcher, never pulled back
+SYNC_CHUNK = 4 << 20  # bytes of one file per sync call
+SPAWN_TIMEOUT = 30.0
+PORT_TRIES = 1000
+
+
+class NodeAgent:
+    """One scenario node's processes on one Ray node.  ``host`` is the Ray node's address;
+    ``secret`` the run's relay secret (:mod:`apps.scenario.ray_relay`)."""
+
+    def __init__(self, run_id: str, node: str, host: str, secret: bytes) -> None:
+        self.node = node
+        self.host = host
+        self.base = Path(tempfile.mkdtemp(prefix=f"icn-ray-{run_id}-{node}-"))
+        self.run_dir = self.base / "run"
+        for sub in MIRRORED:
+            (self.run_dir / sub).mkdir(parents=True)
+        self.socket = self.base / "fwd.sock"
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix=f"spawn-{node}")
+        self._relay = RelayLoop(f"relay-{node}")
+        self.relay_port = self._relay.run(self._relay.serve_node(host, secret, self.socket))
+
+    def info(self) -> dict[str, Any]:
+        """Where things are on this machine, for the launcher."""
+        return {
+            "run_dir": str(self.run_dir),
+            "socket": str(self.socket),
+            "relay_port": self.relay_port,
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+        }
+
+    def pick_port(self, taken: list[int]) -> int:
+        """The first port from 6363 up that is free on ``host`` for both UDP and TCP and not in
+        ``taken`` (the ports of this Ray node's other scenario nodes)."""
+        for port in range(FWD_PORT, FWD_PORT + PORT_TRIES):
+            if port in taken:
+                continue
+            try:
+                for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+                    with socket.socket(socket.AF_INET, kind) as s:
+                        s.bind((self.host, port))
+            except OSError:
+                continue
+            return port
+        raise ConfigError(
+            f"node {self.node}: no port free for UDP and TCP on {self.host} between {FWD_PORT} "
+            f"and {FWD_PORT + PORT_TRIES - 1}"
+        )
+
+    # ---- processes -------------------------------------------------------------------------
+
+    def _inside(self, rel: str) -> Path:
+        """``rel`` under the run directory; ValueError if it would leave it."""
+        parts = PurePosixPath(rel).parts
+        if not parts or PurePosixPath(rel).is_absolute() or ".." in parts:
+            raise ValueError(f"{rel!r} is not a path inside the run directory")
+        return self.run_dir.joinpath(*parts)
+
+    def spawn(
+        self, name: str, argv: list[str], env: dict[str, str], files: dict[str, bytes]
+    ) -> int:
+        """Write ``files`` (relative to the run directory), then start ``argv`` with its output
+        in ``logs/<name>.out|.err``; returns its PID."""
+        for rel, data in files.items():
+            path = self._inside(rel)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        argv = [sys.executable if i == 0 and a == PYTHON else a for i, a in enumerate(argv)]
+        with self._lock:
+            old = self._procs.get(name)
+            if old is not None and old.poll() is None:
+                raise ValueError(f"node {self.node}: {name} is already running (pid {old.pid})")
+            logs = self.run_dir / "logs"
+            proc = self._spawner.submit(self._popen, argv, env, logs, name).result(SPAWN_TIMEOUT)
+            self._procs[name] = proc
+        return proc.pid
+
+    def _popen(
+        self, argv: list[str], env: dict[str, str], logs: Path, name: str
+    ) -> subprocess.Popen[bytes]:
+        with (
+            open(logs / f"{name}.out", "wb") as out,
+            open(logs / f"{name}.err", "wb") as err,
+            open(os.devnull, "rb") as inp,
+        ):
+            return subprocess.Popen(
+                argv,
+                stdin=inp,
+                stdout=out,
+                stderr=err,
+                cwd=self.run_dir,
+                env={**os.environ, **env},
+                preexec_fn=die_with_parent,
+            )
+
+    def _proc(self, name: str) -> subprocess.Popen[bytes]:
+        with self._lock:
+            proc = self._procs.get(name)
+        if proc is None:
+            raise KeyError(f"node {self.node}: no process named {name}")
+        return proc
+
+    def signal(self, name: str, sig: int) -> bool:
+        """Send ``sig`` to ``name``; False if it has already ended."""
+        proc = self._proc(name)
+        if proc.poll() is not None:
+            return False
+        proc.send_signal(sig)
+        return True
+
+    def wait(self, name: str, timeout: float) -> int | None:
+        """``name``'s exit code once it ends, or None if it still runs after ``timeout``."""
+        try:
+            return self._proc(name).wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    # ---- files -----------------------------------------------------------------------------
+
+    def sync(self, offsets: dict[str, int]) -> dict[str, Any]:
+        """What is new since the launcher's ``offsets`` (run-relative path -> bytes it holds) in
+        the files under ``logs/`` and ``results/``, and each process's exit code (None while it
+        runs).  The codes are read first, so the output of a process seen ended is all there."""
+        with self._lock:
+            procs = list(self._procs.items())
+        exits = {name: proc.poll() for name, proc in procs}
+        files: dict[str, bytes] = {}
+        for sub in MIRRORED:
+            for path in sorted((self.run_dir / sub).rglob("*")):
+                rel = path.relative_to(self.run_dir).as_posix()
+                with contextlib.suppress(OSError):
+                    if not path.is_file() or path.stat().st_size <= offsets.get(rel, 0):
+                        continue
+                    with open(path, "rb") as f:
+                        f.seek(offsets.get(rel, 0))
+                        files[rel] = f.read(SYNC_CHUNK)
+        return {"exits": exits, "files": files}
+
+    def collect(self, max_bytes: int) -> dict[str, Any]:
+        """The other files the processes wrote in the run directory (a stream sink's output, a
+        checkpoint...), whole, up to ``max_bytes`` in all; ``skipped`` lists the rest."""
+        files: dict[str, bytes] = {}
+        skipped: list[str] = []
+        total = 0
+        for path in sorted(self.run_dir.rglob("*")):
+            rel = path.relative_to(self.run_dir)
+            if rel.parts[0] in (*MIRRORED, *INPUTS) or not path.is_file():
+                continue
+            try:
+                size = path.stat().st_size
+                if total + size > max_bytes:
+                    skipped.append(rel.as_posix())
+                    continue
+                files[rel.as_posix()] = path.read_bytes()
+                total += size
+            except OSError:
+                skipped.append(rel.as_posix())
+        return {"files": files, "skipped": skipped}
+
+    # ---- the end ---------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Kill what still runs (by PID), stop the relay, remove the agent's directory."""
+        with self._lock:
+            procs = list(self._procs.values())
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(5.0)
+        self._relay.close()
+        self._spawner.shutdown(wait=False)
+        shutil.rmtree(self.base, ignore_errors=True)
