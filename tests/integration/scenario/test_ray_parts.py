@@ -1,0 +1,305 @@
+"""The ray backend's parts on this machine, without a Ray cluster: the authenticated management
+relay (on loopback), a node agent run as a plain object with the launcher's mirror of its
+processes, its children dying with it, and the launcher's errors when no cluster answers.
+The whole backend on a real cluster: test_ray_backend.py."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apps.procs import icn_argv
+from apps.scenario import ray_relay
+from apps.scenario.ray_agent import PYTHON, NodeAgent
+from apps.scenario.ray_backend import probe
+from apps.scenario.ray_child import AgentMirror
+from apps.scenario.ray_relay import RelayLoop, new_secret
+from icn.errors import ConfigError
+from tests.integration.scenario.conftest import SCENARIOS, pid_alive
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def wait_until(check: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return bool(check())
+
+
+class EchoServer:
+    """A Unix socket standing for a forwarder's: echoes, and counts the connections it got."""
+
+    def __init__(self, path: Path) -> None:
+        self.accepted = 0
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.accepted += 1
+            threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _echo(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(10)
+            while data := conn.recv(4096):
+                conn.sendall(data)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+def unix_client(path: Path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(str(path))
+    return s
+
+
+@pytest.fixture
+def loops() -> Iterator[list[RelayLoop]]:
+    made: list[RelayLoop] = []
+    yield made
+    for loop in made:
+        loop.close()
+
+
+def test_relay_passes_only_authenticated_connections(
+    tmp_path: Path, loops: list[RelayLoop], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    echo = EchoServer(tmp_path / "fwd.sock")
+    try:
+        secret = new_secret()
+        node = RelayLoop("node")
+        loops.append(node)
+        port = node.run(node.serve_node("127.0.0.1", secret, tmp_path / "fwd.sock"))
+        launcher = RelayLoop("launcher")
+        loops.append(launcher)
+        mgmt = tmp_path / "a.sock"
+        launcher.run(launcher.serve_launcher(mgmt, "127.0.0.1", port, secret))
+        assert stat.S_IMODE(mgmt.stat().st_mode) == 0o600  # the launcher's user only
+
+        # the launcher's half: both ways, a large message too
+        with unix_client(mgmt) as c:
+            payload = os.urandom(300_000)
+            c.sendall(payload)
+            got = b""
+            while len(got) < len(payload):
+                got += c.recv(65536)
+            assert got == payload
+        assert echo.accepted == 1
+
+        # a launcher half with the wrong secret: closed, the forwarder never reached
+        wrong = RelayLoop("wrong")
+        loops.append(wrong)
+        wrong.run(wrong.serve_launcher(tmp_path / "w.sock", "127.0.0.1", port, new_secret()))
+        with unix_client(tmp_path / "w.sock") as c:
+            c.sendall(b"a management command")
+            assert c.recv(100) == b""
+
+        # a client that skips the handshake and sends packets: closed, nothing relayed
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            nonce = c.recv(ray_relay.NONCE_BYTES)
+            assert len(nonce) == ray_relay.NONCE_BYTES
+            c.sendall(b"\x05" * 64)
+            assert c.recv(100) == b""
+
+        # one that says nothing: closed at the handshake's deadline
+        monkeypatch.setattr(ray_relay, "HANDSHAKE_TIMEOUT", 0.5)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.recv(ray_relay.NONCE_BYTES)
+            t0 = time.monotonic()
+            assert c.recv(100) == b""
+            assert time.monotonic() - t0 < 5
+        assert echo.accepted == 1
+    finally:
+        echo.close()
+
+
+CHILD = r"""
+import signal, sys, time, os
+data = open(sys.argv[1]).read()
+print("got", data, flush=True)
+with open("results/w.jsonl", "a") as f:
+    f.write('{"ok": true}\n')
+os.makedirs("state", exist_ok=True)
+open("state/checkpoint", "w").write("cp")
+print("env", os.environ.get("ICN_TEST_X"), file=sys.stderr, flush=True)
+def term(*_):
+    print("terminated", file=sys.stderr, flush=True)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, term)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[NodeAgent]:
+    agent_tmp = tmp_path / "agent-tmp"
+    agent_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(agent_tmp))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    made = NodeAgent("0a1b2c", "a", "127.0.0.1", new_secret())
+    yield made
+    made.shutdown()
+
+
+def direct(agent: NodeAgent) -> Any:
+    def call(method: str, *args: Any, timeout: float) -> Any:
+        return getattr(agent, method)(*args)
+
+    return call
+
+
+def test_agent_runs_processes_the_launcher_sees_as_children(
+    agent: NodeAgent, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    mirror = AgentMirror("a", direct(agent), out)
+    mirror.start()
+    try:
+        argv = [PYTHON, "-c", CHILD, "procs/in.txt"]
+        files = {"procs/in.txt": b"hello"}
+        child = mirror.spawn("w", argv, {"ICN_TEST_X": "42"}, files, ["shown"])
+        assert agent.base.is_relative_to(tmp_path / "agent-tmp")
+        child.wait_for("got hello", 15, "stdout")  # the mirrored log, in the output folder
+        assert child.stdout_path == out / "logs" / "w.out"
+        assert wait_until(lambda: "env 42" in child.errors())
+        assert wait_until(lambda: (out / "results" / "w.jsonl").exists())
+        assert (out / "results" / "w.jsonl").read_text() == '{"ok": true}\n'
+        assert child.proc.poll() is None and child.pid == agent._procs["w"].pid
+        with pytest.raises(ValueError, match="already running"):
+            mirror.spawn("w", argv, {}, files, ["shown"])
+        assert child.stop(grace=5) == 3  # SIGTERM through the agent, the code it exited with
+        assert "terminated" in child.errors()  # its last words pulled before the code
+        assert child.proc.poll() == 3 and child.proc.returncode == 3
+
+        quick = mirror.spawn("q", [PYTHON, "-c", "print('bye'); raise SystemExit(7)"], {}, {}, [])
+        assert quick.wait(10) == 7 and quick.output() == "bye\n"
+        sleeper = mirror.spawn("s", ["sleep", "30"], {}, {}, [])
+        with pytest.raises(subprocess.TimeoutExpired):
+            sleeper.proc.wait(0.2)
+        sleeper.proc.kill()
+        assert sleeper.proc.wait(5) == -signal.SIGKILL
+        # the monitor polls: the pulls see an exit without a wait
+        again = mirror.spawn("e", [PYTHON, "-c", "raise SystemExit(5)"], {}, {}, [])
+        assert wait_until(lambda: again.proc.poll() == 5)
+
+        assert mirror.collect(1 << 20) == []
+        assert (out / "state" / "checkpoint").read_text() == "cp"
+        assert mirror.collect(0) == ["state/checkpoint"]
+    finally:
+        mirror.stop()
+
+
+def test_agent_kills_what_runs_at_shutdown_and_removes_its_folder(agent: NodeAgent) -> None:
+    pid = agent.spawn("s", ["sleep", "30"], {}, {})
+    # started from a thread that ends at once: the child must not get the parent-death signal
+    # then (it follows the thread that started it), only when the agent goes
+    box: list[int] = []
+    t = threading.Thread(target=lambda: box.append(agent.spawn("t", ["sleep", "30"], {}, {})))
+    t.start()
+    t.join(10)
+    time.sleep(0.3)
+    assert pid_alive(pid) and pid_alive(box[0])
+    base = agent.base
+    agent.shutdown()
+    assert wait_until(lambda: not pid_alive(pid) and not pid_alive(box[0]), 5)
+    assert not base.exists()
+
+
+def test_agent_picks_a_port_free_for_udp_and_tcp(agent: NodeAgent) -> None:
+    first = agent.pick_port([])
+    assert agent.pick_port([first]) != first
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
+        held.bind(("127.0.0.1", first))  # UDP taken: TCP alone is not enough
+        assert agent.pick_port([]) != first
+
+
+AGENT_PROCESS = """
+import sys, time
+from apps.scenario.ray_agent import NodeAgent
+from apps.scenario.ray_relay import new_secret
+agent = NodeAgent("0a1b2c", "a", "127.0.0.1", new_secret())
+print(agent.spawn("s", ["sleep", "60"], {}, {}), flush=True)
+time.sleep(60)
+"""
+
+
+def test_an_agent_killed_outright_takes_its_children(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", AGENT_PROCESS], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        assert pid_alive(child)
+        proc.kill()  # as Ray kills an agent whose launcher died
+        proc.wait(10)
+        assert wait_until(lambda: not pid_alive(child), 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_no_cluster_at_the_address_is_named() -> None:
+    port = closed_port()
+    with pytest.raises(ConfigError) as info:
+        probe(f"127.0.0.1:{port}")
+    assert f"no Ray cluster answers at 127.0.0.1:{port}" in str(info.value)
+    assert "--address HOST:PORT or RAY_ADDRESS" in str(info.value)
+    with pytest.raises(ConfigError, match="write HOST:PORT"):
+        probe("headnode")
+
+
+def test_cli_names_the_address_no_cluster_answers_at(tmp_path: Path, state_dir: Path) -> None:
+    port = closed_port()
+    base = icn_argv("scenario", "run", str(SCENARIOS / "quickstart.yaml"), "--out")
+    env = {**os.environ, "COLUMNS": "200"}
+    argv = [*base, str(tmp_path / "out"), "--backend", "ray", "--address", f"127.0.0.1:{port}"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"no Ray cluster answers at 127.0.0.1:{port}" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not list(state_dir.glob("*.json"))  # the run record finished: nothing left
+    assert not (tmp_path / "out" / "logs").exists()  # nothing started
+
+    argv = [*base, str(tmp_path / "out2"), "--address", f"127.0.0.1:{port}"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2 and "--address is the Ray cluster's" in done.stderr
