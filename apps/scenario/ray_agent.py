@@ -3,15 +3,19 @@ launcher's calls about them (:mod:`apps.scenario.ray_backend` makes it a Ray act
 here imports Ray, so it is tested as a plain object too).
 
 The agent keeps a directory of its own on its machine: ``<tmp>/icn-ray-<run id>-<node>-XXXX``
-with the forwarder's Unix socket (``fwd.sock``: short, a socket path may not exceed 107 bytes)
-and ``run/``, which mirrors the launcher's output folder: the launcher ships the input files a
-process needs (its forwarder config or spec, under ``config/`` and ``procs/``) with each start,
-and pulls back what the processes write under ``logs/`` and ``results/`` as it grows
-(:meth:`NodeAgent.sync`), and anything else they wrote at the end (:meth:`NodeAgent.collect`).
+(``<tmp>`` is the Ray worker's temporary directory, ``$TMPDIR`` or ``/tmp``) with the file
+``agent`` (its PID and start time), the forwarder's Unix socket (``fwd.sock``: short, as a
+socket path may not exceed 107 bytes) and ``run/``, which mirrors the launcher's output
+folder.  The launcher ships the input files a process needs (its forwarder config or spec,
+under ``config/`` and ``procs/``) with each start, pulls back what the processes write under
+``logs/`` and ``results/`` as it grows (:meth:`NodeAgent.sync`), and anything else they wrote
+at the end (:meth:`NodeAgent.collect`).
 
 Every child is started with PR_SET_PDEATHSIG by one thread that lives as long as the agent (the
 signal follows the thread that started the child, not the process), so when the agent dies,
 killed by Ray when the launcher goes or by the launcher's teardown, its children die with it.
+An agent killed that way leaves its directory behind: the next agent on that machine removes
+the directories of agents that no longer run (:func:`sweep`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 from apps.scenario.backend import FWD_PORT, die_with_parent
 from apps.scenario.ray_relay import RelayLoop
+from apps.scenario.runs import proc_start_time, same_process
 from icn.errors import ConfigError
 
 PYTHON = "{python}"  # argv[0] that stands for the agent's own interpreter
@@ -39,6 +44,24 @@ INPUTS = ("config", "procs")  # shipped by the launcher, never pulled back
 SYNC_CHUNK = 4 << 20  # bytes of one file per sync call
 SPAWN_TIMEOUT = 30.0
 PORT_TRIES = 1000
+PREFIX = "icn-ray-"
+OWNER_FILE = "agent"
+
+
+def sweep(tmp: Path) -> list[Path]:
+    """Remove the directories under ``tmp`` of agents that no longer run (their PID and start
+    time no longer name a live process); returns them.  A directory without a readable owner
+    file is not an agent's, or is one still being made: left alone."""
+    removed: list[Path] = []
+    for path in tmp.glob(f"{PREFIX}*"):
+        try:
+            pid, start = (int(v) for v in (path / OWNER_FILE).read_text().split())
+        except (OSError, ValueError):
+            continue
+        if not same_process(pid, start):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 class NodeAgent:
@@ -48,7 +71,9 @@ class NodeAgent:
     def __init__(self, run_id: str, node: str, host: str, secret: bytes) -> None:
         self.node = node
         self.host = host
-        self.base = Path(tempfile.mkdtemp(prefix=f"icn-ray-{run_id}-{node}-"))
+        sweep(Path(tempfile.gettempdir()))
+        self.base = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{run_id}-{node}-"))
+        (self.base / OWNER_FILE).write_text(f"{os.getpid()} {proc_start_time(os.getpid())}\n")
         self.run_dir = self.base / "run"
         for sub in MIRRORED:
             (self.run_dir / sub).mkdir(parents=True)

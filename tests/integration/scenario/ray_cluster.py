@@ -68,6 +68,12 @@ class RayCluster:
         return self.nodes[0]
 
     @property
+    def tmp_dir(self) -> Path:
+        """``$TMPDIR`` of the Ray nodes and of the launcher: the agents' folders and the
+        launcher's socket folder end up here, inside the cluster's own directory."""
+        return self.workdir / "tmp"
+
+    @property
     def address(self) -> str:
         return f"{self.head.address}:{GCS_PORT}"
 
@@ -110,6 +116,7 @@ class RayCluster:
         return {
             **os.environ,
             "PYTHONPATH": str(ROOT),
+            "TMPDIR": str(self.tmp_dir),
             "RAY_USAGE_STATS_ENABLED": "0",
             # Ray's own log lines stay in its temp dir, not on the test's output
             "RAY_LOG_TO_STDERR": "0",
@@ -146,6 +153,7 @@ class RayCluster:
             raise RuntimeError(f"ray start on {node.namespace} failed:\n{log.read_text()[-3000:]}")
 
     def start(self, count: int = 3) -> None:
+        self.tmp_dir.mkdir(exist_ok=True)
         self.make_network(count)
         for node in self.nodes:
             self.start_node(node)

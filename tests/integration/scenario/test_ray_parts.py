@@ -23,10 +23,11 @@ import pytest
 
 from apps.procs import icn_argv
 from apps.scenario import ray_relay
-from apps.scenario.ray_agent import PYTHON, NodeAgent
+from apps.scenario.ray_agent import PYTHON, NodeAgent, sweep
 from apps.scenario.ray_backend import probe
 from apps.scenario.ray_child import AgentMirror
 from apps.scenario.ray_relay import RelayLoop, new_secret
+from apps.scenario.runs import proc_start_time
 from icn.errors import ConfigError
 from tests.integration.scenario.conftest import SCENARIOS, pid_alive
 
@@ -242,6 +243,27 @@ def test_agent_picks_a_port_free_for_udp_and_tcp(agent: NodeAgent) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
         held.bind(("127.0.0.1", first))  # UDP taken: TCP alone is not enough
         assert agent.pick_port([]) != first
+
+
+def test_a_new_agent_removes_the_folders_of_dead_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait(10)
+    dead = tmp_path / "icn-ray-0a1b2c-a-dead"
+    live = tmp_path / "icn-ray-0a1b2c-b-live"
+    unowned = tmp_path / "icn-ray-0a1b2c-c-being-made"
+    for path in (dead, live, unowned):
+        path.mkdir()
+    (dead / "agent").write_text(f"{gone.pid} 12345\n")
+    (live / "agent").write_text(f"{os.getpid()} {proc_start_time(os.getpid())}\n")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    agent = NodeAgent("d4e5f6", "x", "127.0.0.1", new_secret())
+    try:
+        assert not dead.exists() and live.exists() and unowned.exists()
+        assert agent.base.exists() and sweep(tmp_path) == []  # its own folder: live
+    finally:
+        agent.shutdown()
 
 
 AGENT_PROCESS = """

@@ -1,0 +1,274 @@
+"""The ray backend on a real Ray cluster of three Ray nodes, each in a network namespace of this
+test's own (tests/integration/scenario/ray_cluster.py): the shipped quickstart and failover
+scenarios pass on it with the expectations they meet on ``local``, a placement label no Ray node
+has is refused before anything starts, placements are followed, and a launcher killed outright
+takes every process it started on the cluster with it.
+
+One cluster for the module (it takes 10-20 s to start), and the module's tests on one xdist
+worker.  It needs root and iproute2: under CI (``CI`` set, root there) their absence fails the
+module, elsewhere it is skipped with the reason.  The launcher runs in the head's namespace, as
+it would on a cluster's head; every process, namespace and temporary file is removed after the
+module, also when it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apps.procs import icn_argv
+from tests.integration.scenario.conftest import SCENARIOS, pid_alive
+from tests.integration.scenario.ray_cluster import RayCluster
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+
+RUN_TIMEOUT = 180.0
+
+
+def _check_machine() -> None:
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root")
+    if shutil.which("ip") is None:
+        missing.append("the ip command (iproute2)")
+    if missing:
+        why = f"the Ray cluster tests make network namespaces: they need {' and '.join(missing)}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}; CI runs as root, where they must run")
+        pytest.skip(why)
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        pytest.fail("ray is not installed: scripts/bootstrap.sh installs the .[ray] extra")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayCluster]:
+    _check_machine()
+    made = RayCluster()
+    try:
+        made.start(3)
+        yield made
+    finally:
+        left = made.teardown()
+        assert not left, f"the Ray cluster left {left}"
+
+
+def launcher_argv(cluster: RayCluster, path: Path, out: Path, *extra: str) -> list[str]:
+    args = ["scenario", "run", str(path), "--backend", "ray", "--address", cluster.address]
+    return cluster.exec_argv(cluster.head, icn_argv(*args, "--out", str(out), *extra))
+
+
+def launcher_env(cluster: RayCluster) -> dict[str, str]:
+    return {**cluster.env(), "COLUMNS": "200"}
+
+
+def run_on_ray(
+    cluster: RayCluster, path: Path, out: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    """``icn scenario run PATH --backend ray`` in the head's namespace; the report if any."""
+    proc = subprocess.run(
+        launcher_argv(cluster, path, out, *extra),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=launcher_env(cluster),
+        stdin=subprocess.DEVNULL,
+    )
+    report = out / "report.json"
+    return proc, json.loads(report.read_text()) if report.exists() else None
+
+
+def passed(proc: subprocess.CompletedProcess[str], report: dict[str, Any] | None) -> dict[str, Any]:
+    """The report of a run in which every expectation of the file held (as on local)."""
+    assert report is not None, f"no report:\n{proc.stdout}\n{proc.stderr}"
+    assert report["passed"], f"{report['expectations']}\n{proc.stdout}"
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all(e["passed"] for e in report["expectations"])
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert report["meta"]["backend"] == "ray"
+    return report
+
+
+def processes_of(run_id: str) -> list[int]:
+    """PIDs of processes whose command line names one of the run's agent folders (the
+    forwarders, services and workloads the agents started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if f"icn-ray-{run_id}-".encode() in cmdline and pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def nothing_left(cluster: RayCluster, run_id: str, state_dir: Path) -> None:
+    assert not list(state_dir.glob("*.json"))  # the run record finished
+    assert not (cluster.tmp_dir / f"icn-{run_id}").exists()  # the launcher's relay sockets
+    assert not list(cluster.tmp_dir.glob(f"icn-ray-{run_id}-*"))  # the agents' folders
+    assert processes_of(run_id) == []
+
+
+def test_quickstart_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -> None:
+    out = tmp_path / "out"
+    proc, report = run_on_ray(cluster, SCENARIOS / "quickstart.yaml", out)
+    report = passed(proc, report)
+    assert len(report["expectations"]) == 5  # the file's, all of them held
+    assert "PASSED" in proc.stdout
+    wl = report["workloads"]["consumer"]
+    assert wl["ok"] >= 0.99 * wl["requests"] > 0
+    for link in ("a-b", "b-c"):  # the data crossed both links, so two Ray nodes each
+        assert report["links"][link]["total_bytes"] > wl["ok"] * 1024
+    caller = report["workloads"]["caller"]
+    assert caller["ok"] >= 0.99 * caller["requests"] > 0
+    # spread: three nodes, three Ray nodes, 6363 on each
+    placement = json.loads((out / "placement.json").read_text())
+    assert sorted(p["address"] for p in placement.values()) == [n.address for n in cluster.nodes]
+    assert {p["port"] for p in placement.values()} == {6363}
+    # logs and results came back to the launcher's output folder
+    addr = placement["a"]["address"]
+    assert f"listening on udp4://{addr}:6363" in (out / "logs" / "fwd-a.err").read_text()
+    assert (out / "logs" / "producer.out").read_text().startswith("icn-scenario: ready")
+    assert (out / "results" / "consumer.jsonl").stat().st_size > 0
+    for name in ("report.json", "throughput.png", "latency.png", "links.png"):
+        assert (out / name).stat().st_size > 0
+    nothing_left(cluster, report["meta"]["run_id"], state_dir)
+
+
+def test_failover_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -> None:
+    proc, report = run_on_ray(cluster, SCENARIOS / "failover.yaml", tmp_path / "out", "--no-plots")
+    report = passed(proc, report)
+    assert [e["criterion"] for e in report["expectations"]] == [
+        "min_success_ratio",
+        "max_recovery",
+    ]
+    (rec,) = report["workloads"]["consumer"]["recovery"]
+    assert rec["fault"] == "kill b" and rec["recovery_s"] is not None
+    assert rec["recovery_s"] <= 3.0
+    (fault,) = report["faults"]
+    assert fault["applied"] == pytest.approx(4.0, abs=0.5)
+    assert any("b down" in e["reason"] for e in report["route_events"])
+    # before the kill the traffic took b; after it, c
+    timeline = report["links"]["a-c"]["timeline"]
+    before = [p for p in timeline if p["t"] < 3.5]
+    after = [p for p in timeline if p["t"] > 6.0]
+    key = "a>c_bytes_per_s"
+    assert max(p[key] or 0 for p in before) < 2000 < min(p[key] or 0 for p in after[:3])
+    # four nodes on three Ray nodes: the two that share one listen on two ports
+    placement = json.loads((tmp_path / "out" / "placement.json").read_text())
+    by_address: dict[str, list[int]] = {}
+    for p in placement.values():
+        by_address.setdefault(p["address"], []).append(p["port"])
+    assert sorted(sorted(ports) for ports in by_address.values()) == [
+        [6363],
+        [6363],
+        [6363, 6364],
+    ]
+    nothing_left(cluster, report["meta"]["run_id"], state_dir)
+
+
+def test_a_placement_label_no_ray_node_has_is_refused_before_anything_starts(
+    cluster: RayCluster, tmp_path: Path, state_dir: Path
+) -> None:
+    path = tmp_path / "mars.yaml"
+    text = (SCENARIOS / "quickstart.yaml").read_text()
+    path.write_text(text + "placement:\n  a: {label: zone=z1}\n  c: {label: zone=mars}\n")
+    out = tmp_path / "out"
+    proc, report = run_on_ray(cluster, path, out)
+    assert proc.returncode == 1 and report is None, proc.stdout + proc.stderr
+    said = " ".join(proc.stdout.split())  # rich wraps long lines
+    assert (
+        "placement.c: no Ray node has the label zone=mars; the labels are zone=z0, zone=z1, "
+        "zone=z2 (and ray.io/node-id=<id> on each node)"
+    ) in said
+    assert "Traceback" not in proc.stdout + proc.stderr
+    # nothing started: no agent, no forwarder, no log
+    run_id = proc.stdout.split(": run ", 1)[1][:6]
+    assert not (out / "placement.json").exists() and not (out / "logs").exists()
+    assert not list(cluster.tmp_dir.glob(f"icn-ray-{run_id}-*"))
+    assert not list(state_dir.glob("*.json"))
+
+
+PINNED = """\
+name: pinned
+duration: 60s
+nodes: {a: {}, b: {}}
+links:
+  - {between: [a, b]}
+services:
+  - {name: producer, node: b, entry: apps.workloads:producer, announce: [/p],
+     args: {prefix: /p}}
+workloads:
+  - {name: consumer, node: a, entry: apps.workloads:consumer, start: 0s,
+     args: {prefix: /p, rate: 20}}
+placement:
+  a: {label: zone=z2}
+  b: {label: zone=z1}
+"""
+
+
+def wait_for(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
+        time.sleep(0.2)
+
+
+def test_placement_is_followed_and_a_killed_launcher_takes_everything_with_it(
+    cluster: RayCluster, tmp_path: Path, state_dir: Path
+) -> None:
+    path = tmp_path / "pinned.yaml"
+    path.write_text(PINNED)
+    out = tmp_path / "out"
+    log = tmp_path / "launcher.log"
+    with open(log, "wb") as sink:
+        launcher = subprocess.Popen(
+            launcher_argv(cluster, path, out, "--no-plots"),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=launcher_env(cluster),
+        )
+    try:
+        results = out / "results" / "consumer.jsonl"
+        wait_for(lambda: results.exists() and results.stat().st_size > 0, 90, "records")
+        placement = json.loads((out / "placement.json").read_text())
+        assert placement["a"]["address"] == cluster.nodes[2].address
+        assert placement["b"]["address"] == cluster.nodes[1].address
+        run_id = json.loads(next(state_dir.glob("*.json")).read_text())["run_id"]
+        started = processes_of(run_id)
+        agents = [p["agent_pid"] for p in placement.values()]
+        assert len(started) >= 4 and all(pid_alive(p) for p in agents)  # 2 fwds, 2 processes
+        launcher.send_signal(signal.SIGKILL)  # no teardown: Ray and the agents must do it
+        launcher.wait(10)
+        wait_for(lambda: not any(pid_alive(p) for p in agents), 60, "the agents ended")
+        wait_for(lambda: not any(pid_alive(p) for p in started), 10, "their children ended")
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(10)
+    # what the launcher left on its own machine: `clean` removes it, as after a local run
+    done = subprocess.run(
+        icn_argv("scenario", "clean"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=cluster.env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"removed {cluster.tmp_dir / f'icn-{run_id}'}" in done.stdout
+    assert not list(state_dir.glob("*.json"))
+    assert processes_of(run_id) == []
