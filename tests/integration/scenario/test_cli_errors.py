@@ -52,7 +52,7 @@ def test_validate_ok_and_invalid(tmp_path: Path) -> None:
     assert out.returncode == 2 and "unknown time unit" in out.stderr
     assert not (tmp_path / "out").exists()
     out = icn("scenario", "run", str(SCENARIOS / "quickstart.yaml"), "--backend", "docker")
-    assert out.returncode == 2 and "use local or netns" in out.stderr
+    assert out.returncode == 2 and "use local, netns or ray" in out.stderr
 
 
 @pytest.mark.slow

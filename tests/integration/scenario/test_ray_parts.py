@@ -25,7 +25,7 @@ from apps.procs import icn_argv
 from apps.scenario import ray_relay
 from apps.scenario.ray_agent import PYTHON, NodeAgent, sweep
 from apps.scenario.ray_backend import probe
-from apps.scenario.ray_child import AgentMirror
+from apps.scenario.ray_child import AgentGone, AgentMirror
 from apps.scenario.ray_relay import RelayLoop, new_secret
 from apps.scenario.runs import proc_start_time
 from icn.errors import ConfigError
@@ -325,3 +325,27 @@ def test_cli_names_the_address_no_cluster_answers_at(tmp_path: Path, state_dir: 
     argv = [*base, str(tmp_path / "out2"), "--address", f"127.0.0.1:{port}"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2 and "--address is the Ray cluster's" in done.stderr
+
+
+def test_processes_of_an_agent_that_died_count_as_killed(tmp_path: Path) -> None:
+    agent_alive = [True]
+
+    def call(method: str, *args: Any, timeout: float) -> Any:
+        if not agent_alive[0]:
+            raise AgentGone("node a: the actor died")
+        if method == "spawn":
+            return 4242
+        if method == "sync":
+            return {"exits": {"w": None}, "files": {"logs/w.err": b"started\n"}}
+        return None
+
+    mirror = AgentMirror("a", call, tmp_path)
+    child = mirror.spawn("w", ["prog"], {}, {}, ["prog"])
+    mirror.sync()
+    assert child.errors() == "started\n" and child.proc.poll() is None and child.pid == 4242
+    agent_alive[0] = False
+    child.proc.send_signal(signal.SIGUSR1)  # to a dead agent: no error, the process is gone
+    assert child.proc.poll() == -signal.SIGKILL
+    assert child.proc.wait(1) == -signal.SIGKILL and child.stop(1) == -signal.SIGKILL
+    with pytest.raises(AgentGone):
+        mirror.sync()
