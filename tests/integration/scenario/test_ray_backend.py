@@ -227,14 +227,12 @@ def wait_for(check: Any, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def test_placement_is_followed_and_a_killed_launcher_takes_everything_with_it(
-    cluster: RayCluster, tmp_path: Path, state_dir: Path
-) -> None:
+def start_pinned(cluster: RayCluster, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """The launcher of PINNED, once its consumer records; its output folder."""
     path = tmp_path / "pinned.yaml"
     path.write_text(PINNED)
     out = tmp_path / "out"
-    log = tmp_path / "launcher.log"
-    with open(log, "wb") as sink:
+    with open(tmp_path / "launcher.log", "wb") as sink:
         launcher = subprocess.Popen(
             launcher_argv(cluster, path, out, "--no-plots"),
             stdout=sink,
@@ -245,6 +243,36 @@ def test_placement_is_followed_and_a_killed_launcher_takes_everything_with_it(
     try:
         results = out / "results" / "consumer.jsonl"
         wait_for(lambda: results.exists() and results.stat().st_size > 0, 90, "records")
+    except BaseException:
+        launcher.kill()
+        launcher.wait(10)
+        raise
+    return launcher, out
+
+
+def test_sigterm_stops_the_run_and_everything_it_started(
+    cluster: RayCluster, tmp_path: Path, state_dir: Path
+) -> None:
+    launcher, out = start_pinned(cluster, tmp_path)
+    try:
+        run_id = json.loads(next(state_dir.glob("*.json")).read_text())["run_id"]
+        assert processes_of(run_id)
+        launcher.send_signal(signal.SIGTERM)  # Ray's own SIGTERM handler must not take over
+        assert launcher.wait(60) == 130, (tmp_path / "launcher.log").read_text()
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(10)
+    assert "interrupted" in (tmp_path / "launcher.log").read_text()
+    assert (out / "logs" / "fwd-a.err").stat().st_size > 0  # logs pulled to the end
+    nothing_left(cluster, run_id, state_dir)
+
+
+def test_placement_is_followed_and_a_killed_launcher_takes_everything_with_it(
+    cluster: RayCluster, tmp_path: Path, state_dir: Path
+) -> None:
+    launcher, out = start_pinned(cluster, tmp_path)
+    try:
         placement = json.loads((out / "placement.json").read_text())
         assert placement["a"]["address"] == cluster.nodes[2].address
         assert placement["b"]["address"] == cluster.nodes[1].address
