@@ -180,6 +180,81 @@ def test_failover_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -
     nothing_left(cluster, report["meta"]["run_id"], state_dir)
 
 
+EVERY_FAULT = """\
+name: every-fault
+duration: 10s
+nodes: {a: {}, b: {}, c: {}}
+links:
+  - {between: [a, b], delay: 1ms}
+  - {between: [b, c], delay: 1ms, transport: tcp}
+reconverge_after: 500ms
+services:
+  - {name: producer, node: c, entry: "apps.workloads:producer", announce: [/f],
+     args: {prefix: /f}}
+  - {name: side, node: b, entry: "apps.workloads:producer", announce: [/side],
+     args: {prefix: /side}}
+workloads:
+  - {name: consumer, node: a, entry: "apps.workloads:consumer", start: 500ms,
+     args: {prefix: /f, rate: 100, lifetime: 300ms, retries: 1}}
+  - {name: probe, node: a, entry: "apps.workloads:consumer", start: 500ms,
+     args: {prefix: /side, rate: 10}}
+faults:
+  - {at: 1.5s, cut: [a, b]}
+  - {at: 2.5s, restore: a-b}
+  - {at: 3.5s, kill: producer}
+  - {at: 4s, kill: probe}
+  - {at: 4.5s, restart: producer}
+  - {at: 5s, restart: probe}
+  - {at: 6s, kill: b}
+  - {at: 7s, restart: b}
+  - {at: 8.5s, shape: [a, b], delay: 50ms}
+report:
+  interval: 500ms
+"""
+
+
+def test_every_fault_kind_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -> None:
+    """Cut, restore and shape a link; kill and restart a service, a workload and a node (its
+    TCP link to c made again): as on local (tests/integration/scenario/test_faults.py and
+    test_process_faults.py)."""
+    path = tmp_path / "faults.yaml"
+    path.write_text(EVERY_FAULT)
+    out = tmp_path / "out"
+    proc, report = run_on_ray(cluster, path, out, "--no-plots")
+    report = passed(proc, report)
+    faults = report["faults"]
+    assert all(f["error"] is None and f["applied"] is not None for f in faults), faults
+    assert [f["text"] for f in faults] == [
+        "cut a-b",
+        "restore a-b",
+        "kill service producer",
+        "kill workload probe",
+        "restart service producer",
+        "restart workload probe",
+        "kill b",
+        "restart b",
+        "shape a-b",
+    ]
+    wl = report["workloads"]["consumer"]
+    recovery = {r["fault"]: r["recovery_s"] for r in wl["recovery"]}
+    assert set(recovery) == {"cut a-b", "kill service producer", "kill b"}, recovery
+    assert all(v is not None and v < 5.0 for v in recovery.values()), recovery
+    assert report["links"]["a-b"]["dropped"]["a>b"] > 0  # the cut, in a's face on its Ray node
+    assert report["nodes"]["b"]["restarts"] >= 1
+    shaped_at = faults[-1]["applied"]
+    late = [b for b in wl["timeline"] if b["t"] >= shaped_at + 0.5 and b["p50_ms"] is not None]
+    early = [b for b in wl["timeline"] if 0.5 <= b["t"] < 1.5 and b["p50_ms"] is not None]
+    assert late and early
+    assert min(b["p50_ms"] for b in late) > 90 > max(b["p50_ms"] for b in early)
+    events = [e["text"] for e in report["meta"]["events"]]
+    for text in ("fault: restart b", "routes updated (b back)", "workload probe restarted on a"):
+        assert any(text in e for e in events), events
+    assert not [e for e in events if "exited with code" in e or "crashed" in e], events
+    for name in ("producer.1.out", "probe.1.out", "fwd-b.1.err", "side.1.out"):
+        assert (out / "logs" / name).exists(), name  # restarts' logs, pulled back
+    nothing_left(cluster, report["meta"]["run_id"], state_dir)
+
+
 def test_a_placement_label_no_ray_node_has_is_refused_before_anything_starts(
     cluster: RayCluster, tmp_path: Path, state_dir: Path
 ) -> None:
