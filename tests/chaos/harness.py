@@ -45,16 +45,25 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     baseline()  # the calibration's quiet reference, before any contention
 
 
+def _saturated(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("cpu") == "saturated"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Under pytest-xdist every fault test runs in one group, so on one worker, one at a time: two
-    # saturated runs side by side would each meet the other's busy processes as well as their own
+    # Under pytest-xdist every saturated run is in one group, so on one worker, one at a time:
+    # two side by side would each meet the other's busy processes as well as their own.  The
+    # quiet runs are spread like any test (with the other workers busy they were never quiet
+    # under xdist anyway; their budgets scale with the load they meet).  All of the fault tests
+    # in one group made a chain of 5 to 8 minutes on 2 cores, longer than the whole suite may
+    # take (pytest 9 had silently ignored the group until tests/conftest.py restored it).
     for item in items:
-        if item.get_closest_marker("fault") is not None:
-            item.add_marker(pytest.mark.xdist_group("fault"))
-    # ...and first: that worker runs them one after another (about half the suite's wall time
-    # on 2 cores), so the suite ends soonest when it starts them at once and the other workers
-    # share out the rest around it
-    items.sort(key=lambda item: item.get_closest_marker("fault") is None)
+        if _saturated(item):
+            item.add_marker(pytest.mark.xdist_group("saturated"))
+    # ...and first: that worker runs them one after another (about 3 minutes on 2 cores), so
+    # the suite ends soonest when it starts them at once and the other workers share out the
+    # rest around it
+    items.sort(key=lambda item: not _saturated(item))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
