@@ -122,6 +122,7 @@ class ForwarderDaemon:
         self.started_at = time.time()
         self._tick_handle: asyncio.TimerHandle | None = None
         self._stopped: asyncio.Event | None = None
+        self._signals = False
         self.listen_uris: list[str] = []
 
     def _face_closed(self, face_id: int) -> None:
@@ -130,8 +131,10 @@ class ForwarderDaemon:
         self.fw.remove_face(face_id)
         self.rib.remove_face(face_id)
 
-    async def start(self) -> None:
-        """Open listeners and static faces, install routes and strategies, start timers."""
+    async def start(self, *, signals: bool = True) -> None:
+        """Open listeners and static faces, install routes and strategies, start timers.
+        ``signals``: take SIGTERM, SIGINT and SIGUSR1 for this daemon; False where several
+        daemons share a process (apps.scenario.packed), whose host takes them instead."""
         cfg = self.config
         loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
@@ -171,9 +174,11 @@ class ForwarderDaemon:
         except BaseException:
             self.faces.close()
             raise
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
-        loop.add_signal_handler(signal.SIGUSR1, self.log_counters)
+        if signals:
+            self._signals = True
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_stop)
+            loop.add_signal_handler(signal.SIGUSR1, self.log_counters)
         self._schedule_tick()
         # Long-lived tables hold millions of objects: keep the cyclic GC from rescanning them.
         gc.collect()
@@ -240,7 +245,7 @@ class ForwarderDaemon:
         loop = asyncio.get_running_loop()
         if self._tick_handle is not None:
             self._tick_handle.cancel()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) if self._signals else ():
             with contextlib.suppress(ValueError, RuntimeError):
                 loop.remove_signal_handler(sig)
         self.faces.close()

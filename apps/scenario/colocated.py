@@ -25,11 +25,10 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apps.inproc import attach_endpoint
 from apps.loop import run_loop
-from apps.procs import Child
 from apps.scenario.entry import (
     ServiceContext,
     load_callable,
@@ -43,6 +42,9 @@ from forwarder.daemon import ForwarderDaemon
 from icn.dataplane.endpoint import Endpoint
 from icn.errors import ConfigError
 from icn.log import setup_logging
+
+if TYPE_CHECKING:
+    from apps.scenario.forwarders import NodeForwarder
 
 log = logging.getLogger("scenario.colocated")
 
@@ -62,9 +64,10 @@ def exited_services(stdout: str) -> list[tuple[str, int, str]]:
     return [(m[1], int(m[2]), m[3]) for m in _EXITED.finditer(stdout)]
 
 
-async def wait_ready(host: Child, name: str, timeout: float) -> None:
-    """Wait for co-located service ``name`` to say it is serving on ``host``'s stdout;
-    RuntimeError if it ended first or the host died, TimeoutError after ``timeout``."""
+async def wait_ready(host: NodeForwarder, name: str, timeout: float) -> None:
+    """Wait for co-located service ``name`` to say it is serving on ``host``'s stdout (since
+    the node started); RuntimeError if it ended first or the node died, TimeoutError after
+    ``timeout``."""
     ready = ready_line(name) + "\n"
     deadline = time.monotonic() + timeout
     while True:
@@ -74,9 +77,9 @@ async def wait_ready(host: Child, name: str, timeout: float) -> None:
         for guest, code, reason in exited_services(out):
             if guest == name:
                 raise RuntimeError(f"exited with code {code} before it was ready: {reason}")
-        if host.proc.poll() is not None:
+        if not host.running():
             raise RuntimeError(
-                f"{host.name} exited with {host.proc.returncode}:\n{host.errors()[-3000:]}"
+                f"{host.name} exited with {host.exit_code()}:\n{host.errors()[-3000:]}"
             )
         if time.monotonic() > deadline:
             raise TimeoutError(

@@ -3,14 +3,19 @@ through each node's management protocol over its Unix socket (as an operator wit
 
 ``Fabric`` remembers what it installed so a reroute only sends the difference, and which face
 carries each link on each node so counters can be mapped back to links.
+
+Commands go out in batches (:func:`batched`): a hundred nodes' links and routes are a few
+thousand commands, each a round trip of a millisecond or two through a forwarder's management,
+that one after another took longer than starting the forwarders.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from apps.scenario.backend import Backend
 from apps.scenario.routing import CAPTURE_FLAGS, RouteTable, nested_prefixes, route_diff
@@ -25,6 +30,28 @@ ORIGIN_NLSR = 128  # routes: auto plays the routing protocol's part
 ORIGIN_STATIC = 255
 CONFLICT = 409
 COMMAND_TIMEOUT = 8.0
+# commands in flight at once: enough to keep every forwarder busy, few enough that none waits
+# on a queue of its own longer than COMMAND_TIMEOUT on a loaded machine
+MGMT_BATCH = 32
+
+T = TypeVar("T")
+
+
+async def batched(jobs: Iterable[Awaitable[T]], limit: int = MGMT_BATCH) -> list[T]:
+    """Await ``jobs`` with at most ``limit`` at a time; their results in order.  Every job
+    runs to its end, then the first failure (if any) is raised: none is left running behind
+    the caller's back."""
+    slots = asyncio.Semaphore(limit)
+
+    async def one(job: Awaitable[T]) -> T:
+        async with slots:
+            return await job
+
+    results = await asyncio.gather(*(one(j) for j in jobs), return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]  # no exception among them
 
 
 @dataclass
@@ -111,6 +138,13 @@ class Fabric:
         link = self.sc.link_between(node, neighbor)
         return None if link is None else self.link_faces[link.name].get(node)
 
+    async def attach_all(self, nodes: Iterable[str]) -> None:
+        await batched(self.attach(n) for n in nodes)
+
+    async def connect_links(self, links: Iterable[LinkSpec]) -> None:
+        """:meth:`connect_link` for each of ``links``, in batches."""
+        await batched(self.connect_link(ln) for ln in links)
+
     async def connect_link(self, link: LinkSpec) -> None:
         """Faces on both ends of ``link`` (where both nodes are up), shaped."""
         a, b = link.between
@@ -188,28 +222,32 @@ class Fabric:
                     face = self.neighbor_face(node, nbr)
                     if have and face is not None and have[0] != face:
                         add.append((node, prefix, nbr, cost))
-        changes = 0
-        for node, prefix, nbr in remove:
-            held = self.installed.get(node, {}).get(prefix)
-            entry = held.pop(nbr, None) if held is not None else None
-            if entry is None or node not in self.endpoints:  # the node went away meanwhile
-                continue
-            face_id, _ = entry
-            try:
-                await self.command(
-                    node, "rib", "unregister", name=prefix, face_id=face_id, origin=self.origin
-                )
-            except (IcnError, TimeoutError) as exc:
-                log.warning("unregister %s via %s on %s: %s", prefix, nbr, node, exc)
-            changes += 1
-        for node, prefix, nbr, cost in add:
-            via = self.neighbor_face(node, nbr)
-            if via is None or node not in self.endpoints:
-                continue
+        # every removal before any addition, as one after another did; each phase in batches
+        removed = await batched(self._unregister(*r) for r in remove)
+        added = await batched(self._register(*a) for a in add)
+        return sum(removed) + sum(added)
+
+    async def _unregister(self, node: str, prefix: str, nbr: str) -> int:
+        held = self.installed.get(node, {}).get(prefix)
+        entry = held.pop(nbr, None) if held is not None else None
+        if entry is None or node not in self.endpoints:  # the node went away meanwhile
+            return 0
+        face_id, _ = entry
+        try:
             await self.command(
-                node, "rib", "register", name=prefix, face_id=via, cost=cost,
-                origin=self.origin, flags=CAPTURE_FLAGS if prefix in self.nested else None,
-            )  # fmt: skip
-            self.installed.setdefault(node, {}).setdefault(prefix, {})[nbr] = (via, cost)
-            changes += 1
-        return changes
+                node, "rib", "unregister", name=prefix, face_id=face_id, origin=self.origin
+            )
+        except (IcnError, TimeoutError) as exc:
+            log.warning("unregister %s via %s on %s: %s", prefix, nbr, node, exc)
+        return 1
+
+    async def _register(self, node: str, prefix: str, nbr: str, cost: int) -> int:
+        via = self.neighbor_face(node, nbr)
+        if via is None or node not in self.endpoints:
+            return 0
+        await self.command(
+            node, "rib", "register", name=prefix, face_id=via, cost=cost,
+            origin=self.origin, flags=CAPTURE_FLAGS if prefix in self.nested else None,
+        )  # fmt: skip
+        self.installed.setdefault(node, {}).setdefault(prefix, {})[nbr] = (via, cost)
+        return 1

@@ -70,7 +70,7 @@ async def _do_fault(runner: ScenarioRunner, fault: FaultSpec, kind: TargetKind |
     if isinstance(target, str):
         if kind == "node":
             if action == "kill":
-                kill_node(runner, target)
+                await kill_node(runner, target)
                 runner.reroute_later(f"{target} down", failure=True)
             else:
                 if target not in runner.down:
@@ -101,8 +101,9 @@ async def _do_fault(runner: ScenarioRunner, fault: FaultSpec, kind: TargetKind |
         await fabric.apply_shaping(link)
 
 
-def kill_node(runner: ScenarioRunner, node: str) -> None:
-    """The node's machine dies: its forwarder and everything on it, at once."""
+async def kill_node(runner: ScenarioRunner, node: str) -> None:
+    """The node's machine dies: its forwarder and everything on it, at once (a node packed
+    with others: its forwarder and co-located services only, the others run on)."""
     runner.expected_down.add(node)
     runner.down.add(node)
     for name in runner.procs_on(node):
@@ -115,9 +116,8 @@ def kill_node(runner: ScenarioRunner, node: str) -> None:
             if runner.sc.workload(name) is not None:
                 runner.stopped.add(name)  # not restarted with the node: its routes stay away
     fwd = runner.forwarders.get(node)
-    if fwd is not None and fwd.proc.poll() is None:
-        fwd.proc.kill()
-        fwd.proc.wait(5)
+    if fwd is not None:
+        await fwd.kill()
     runner.fabric.detach(node)
 
 

@@ -3,7 +3,8 @@
 NFD's status/general dataset carries a dozen counters (``n_in_interests``...); the forwarder
 keeps many more (``fw.cs_hit``, ``fw.cs_hit_bytes``, drops by reason...).  Those come from the
 counters line a forwarder logs on SIGUSR1 (the launcher started it, so it has its PID and its
-log), and join the sample under their own names.
+log), or for a node packed with others from its host's control socket
+(:class:`~apps.scenario.forwarders.PackedForwarder`), and join the sample under their own names.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ import json
 import signal
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apps.procs import Child
 from apps.scenario.fabric import Fabric
 from forwarder.daemon import COUNTERS_TAG
 from icn.dataplane import mgmt_client
 from icn.errors import IcnError
+
+if TYPE_CHECKING:
+    from apps.scenario.forwarders import NodeForwarder
 
 SAMPLE_TIMEOUT = 2.0
 NODE_FIELDS = (
@@ -69,17 +73,22 @@ async def forwarder_counters(child: Child, timeout: float = SAMPLE_TIMEOUT) -> d
                 values = json.loads(rest)
             except ValueError:
                 return {}
-            return {
-                str(k): v
-                for k, v in values.items()
-                if isinstance(v, int) and not isinstance(v, bool) and not _is_gauge(str(k))
-            }
+            return counter_values(values)
         await asyncio.sleep(POLL_EVERY)
     return {}
 
 
+def counter_values(values: Mapping[str, Any]) -> dict[str, int]:
+    """The counters of a forwarder's snapshot: gauges and non-integers left out."""
+    return {
+        str(k): v
+        for k, v in values.items()
+        if isinstance(v, int) and not isinstance(v, bool) and not _is_gauge(str(k))
+    }
+
+
 async def _node_sample(
-    fabric: Fabric, node: str, fwd: Child | None
+    fabric: Fabric, node: str, fwd: NodeForwarder | None
 ) -> tuple[dict[str, int], list[dict[str, Any]], dict[int, int]]:
     ep = fabric.endpoints[node]
     async with asyncio.timeout(SAMPLE_TIMEOUT):
@@ -88,16 +97,16 @@ async def _node_sample(
         shaped = await mgmt_client.link_list(ep)
     counters = {k: int(general.get(k, 0) or 0) for k in NODE_FIELDS}
     if fwd is not None:
-        counters.update(await forwarder_counters(fwd))
+        counters.update(await fwd.counters())
     dropped = {int(f["face_id"]): int(f.get("dropped", 0)) for f in shaped}
     return counters, faces, dropped
 
 
 async def sample(
-    fabric: Fabric, t: float, forwarders: Mapping[str, Child] | None = None
+    fabric: Fabric, t: float, forwarders: Mapping[str, NodeForwarder] | None = None
 ) -> dict[str, Any]:
     """One sample: ``{"t", "nodes": {node: counters | None}, "links": {link: {"a>b": ...}}}``.
-    With ``forwarders`` (node -> its forwarder process), a node's counters hold all of the
+    With ``forwarders`` (node -> its forwarder), a node's counters hold all of the
     forwarder's counters besides status/general's."""
     nodes = list(fabric.sc.nodes)
     live = [n for n in nodes if n in fabric.endpoints]
@@ -139,7 +148,7 @@ async def sample(
 
 
 async def sample_quietly(
-    fabric: Fabric, t: float, forwarders: Mapping[str, Child] | None = None
+    fabric: Fabric, t: float, forwarders: Mapping[str, NodeForwarder] | None = None
 ) -> dict[str, Any] | None:
     with contextlib.suppress(IcnError, TimeoutError, OSError):
         return await sample(fabric, t, forwarders)

@@ -24,11 +24,20 @@ from typing import Any
 import yaml
 
 from apps.procs import Child, icn_argv
-from apps.scenario import colocated, metrics, results
+from apps.scenario import colocated, metrics, packing, results
 from apps.scenario.backend import Backend, LocalBackend
 from apps.scenario.entry import ready_line
 from apps.scenario.fabric import Fabric
 from apps.scenario.faults import apply_fault
+from apps.scenario.forwarders import (
+    ForwarderHost,
+    NodeForwarder,
+    NotReady,
+    PackedForwarder,
+    SoloForwarder,
+    await_ready,
+)
+from apps.scenario.packed import NodePlan, Plan, packed_argv
 from apps.scenario.routing import compute_routes
 from apps.scenario.runs import RunRecord
 from apps.scenario.schema import ProcessSpec, Scenario, ServiceSpec, WorkloadSpec
@@ -36,8 +45,6 @@ from icn.errors import ConfigError, IcnError
 
 log = logging.getLogger(__name__)
 
-FWD_READY = "forwarder ready"
-FWD_READY_TIMEOUT = 20.0
 WORKLOAD_GRACE = 8.0  # time a workload gets after its duration to finish its last requests
 MONITOR_EVERY = 0.1
 
@@ -99,7 +106,16 @@ class ScenarioRunner:
         self.on_event = on_event
         self.record: RunRecord | None = None
         self.children: list[Child] = []
-        self.forwarders: dict[str, Child] = {}
+        self.forwarders: dict[str, NodeForwarder] = {}
+        try:  # nodes per forwarder process (packing.py); the groups of nodes that share one
+            self.per_process = packing.per_process(
+                sc.nodes_per_process, len(sc.nodes), self.backend_kind
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.groups = packing.plan_groups(list(sc.nodes), self.per_process)
+        self.group_of = {node: i for i, group in enumerate(self.groups) for node in group}
+        self.hosts: dict[int, ForwarderHost] = {}  # group -> the process hosting it now
         self.procs: dict[str, Child] = {}  # service and workload processes by name
         self.down: set[str] = set()
         self.expected_down: set[str] = set()
@@ -174,7 +190,7 @@ class ScenarioRunner:
         """``icn fwd --config``, or the co-located host when services are co-located there
         (their spec files written)."""
         path = self._config_path(node)
-        guests = [s for s in self.sc.services if s.node == node and s.colocate]
+        guests = self._guests(node)
         if not guests:
             return icn_argv("fwd", "--config", str(path))
         return colocated.host_argv(path, [self._spec_file(s, "service", None) for s in guests])
@@ -182,12 +198,72 @@ class ScenarioRunner:
     async def start_node(self, node: str) -> None:
         """Start ``node``'s forwarder (with its co-located services, which
         :meth:`start_service` waits for) and attach the launcher to it."""
-        child = self._spawn(node, self._log_name(f"fwd-{node}"), self.node_argv(node))
-        self.forwarders[node] = child
-        await self._wait_for(child, FWD_READY, FWD_READY_TIMEOUT, "stderr")
-        await self.fabric.attach(node)
-        self.down.discard(node)
-        self.expected_down.discard(node)
+        await self.start_nodes([node])
+
+    async def start_nodes(self, nodes: list[str]) -> None:
+        """Start these nodes' forwarders together, each in a process of its own or in its
+        group's host, wait for all of them at once (longer for more of them) and attach the
+        launcher to each; ScenarioFailed naming those not ready if any is not."""
+        handles = [*self._launch(nodes)]
+        processes = len({h.pid for h in handles})
+        try:
+            await await_ready(handles, packing.ready_timeout(len(handles), processes))
+        except NotReady as exc:
+            raise ScenarioFailed(str(exc)) from None
+        await self.fabric.attach_all(nodes)
+        for node in nodes:
+            self.down.discard(node)
+            self.expected_down.discard(node)
+
+    def _launch(self, nodes: list[str]) -> list[NodeForwarder]:
+        """Start ``nodes``: a process each, or (packed) a host for their group, or a request
+        to the group's running host (a restart)."""
+        handles: list[NodeForwarder] = []
+        if self.per_process == 1:
+            for node in nodes:
+                child = self._spawn(node, self._log_name(f"fwd-{node}"), self.node_argv(node))
+                handles.append(SoloForwarder(node, child))
+        else:
+            by_group: dict[int, list[str]] = {}
+            for node in nodes:
+                by_group.setdefault(self.group_of[node], []).append(node)
+            for group, members in by_group.items():
+                host = self.hosts.get(group)
+                fresh = host is None or not host.running()
+                if fresh:
+                    host = self._spawn_host(group, members)
+                assert host is not None
+                for node in members:
+                    packed = PackedForwarder(node, self._log_name(f"fwd-{node}"), host)
+                    if not fresh:
+                        packed.restart()
+                    handles.append(packed)
+        for h in handles:
+            self.forwarders[h.node] = h
+        return handles
+
+    def _spawn_host(self, group: int, start: list[str]) -> ForwarderHost:
+        """A process for ``group``'s nodes (their plan written), ``start`` started at once."""
+        nodes = self.groups[group]
+        plan = Plan(
+            control=self.backend.sock_dir / f"packed-{group}.ctl",
+            log_level=_most_verbose([self.sc.nodes[n].forwarder.get("log_level") for n in nodes]),
+            nodes={
+                n: NodePlan(
+                    self._config_path(n),
+                    [self._spec_file(s, "service", None) for s in self._guests(n)],
+                )
+                for n in nodes
+            },
+        )
+        path = self.out_dir / "config" / f"packed-{group}.json"
+        path.write_text(json.dumps(plan.to_json(), indent=2))
+        child = self._spawn(nodes[0], self._log_name(f"packed-{group}"), packed_argv(path, start))
+        self.hosts[group] = host = ForwarderHost(child, plan.control)
+        return host
+
+    def _guests(self, node: str) -> list[ServiceSpec]:
+        return [s for s in self.sc.services if s.node == node and s.colocate]
 
     def _spec_file(self, proc: ProcessSpec, kind: str, duration: float | None) -> Path:
         spec: dict[str, Any] = {
@@ -310,13 +386,13 @@ class ScenarioRunner:
         reported: set[str] = set()
         while True:
             await asyncio.sleep(MONITOR_EVERY)
-            for node, child in list(self.forwarders.items()):
-                if node in self.expected_down or child.proc.poll() is None:
+            for node, fwd in list(self.forwarders.items()):
+                if node in self.expected_down or fwd.running():
                     continue
                 self.down.add(node)
                 self.expected_down.add(node)
                 self.fabric.detach(node)
-                self.event(f"node {node} crashed (exit code {child.proc.returncode})")
+                self.event(f"node {node} crashed (exit code {fwd.exit_code()})")
                 self.reroute_later(f"{node} crashed", failure=True)
             for proc in [*self.sc.services, *self.sc.workloads]:
                 pchild = self.procs.get(proc.name)
@@ -342,7 +418,7 @@ class ScenarioRunner:
             ):
                 continue
             for name, code, reason in colocated.exited_services(fwd.output()):
-                key = f"{name}:{fwd.pid}"
+                key = f"{name}:{fwd.name}"  # one start of the node (a packed one keeps its PID)
                 svc = self.sc.service(name)
                 if key in reported or svc is None:
                     continue
@@ -417,10 +493,11 @@ class ScenarioRunner:
         self.backend.setup()
         for node in self.sc.nodes:
             self._write_config(node)
-        await asyncio.gather(*(self.start_node(n) for n in self.sc.nodes))
-        self.event(f"{len(self.sc.nodes)} forwarders ready ({self.backend_kind} backend)")
-        for link in self.sc.links:
-            await self.fabric.connect_link(link)
+        await self.start_nodes(list(self.sc.nodes))
+        n = len(self.groups)
+        packed = f", {n} process{'es' if n > 1 else ''}" if self.per_process > 1 else ""
+        self.event(f"{len(self.sc.nodes)} forwarders ready ({self.backend_kind} backend{packed})")
+        await self.fabric.connect_links(self.sc.links)
         for svc in self.sc.services:
             await self.start_service(svc)
         table = compute_routes(self.sc)
@@ -497,6 +574,13 @@ class ScenarioRunner:
     def read_records(self) -> dict[str, list[dict[str, Any]]]:
         """Each service's and workload's results: operation records and metric lines."""
         return {name: results.read_rows(self.results_path(name)) for name in self._processes()}
+
+
+def _most_verbose(levels: list[Any]) -> str:
+    """The log level of a process hosting nodes set to ``levels`` (None: the default)."""
+    order = ["debug", "info", "warning", "error"]
+    known = [str(lv).lower() for lv in levels if str(lv).lower() in order] or ["info"]
+    return min(known, key=order.index)
 
 
 def _kind(proc: ProcessSpec) -> str:

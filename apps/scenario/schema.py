@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from apps.scenario.packing import refusal
 from icn.errors import ConfigError
 from icn.units import parse_duration, parse_probability, parse_rate
 from icn.wire.name import from_uri
@@ -487,6 +488,12 @@ class Scenario(_Strict):
         "applied, instead of at duration (then the upper bound)",
     )
     nodes: dict[Identifier, NodeSpec]
+    nodes_per_process: int | None = Field(
+        None,
+        ge=1,
+        description="forwarders one process hosts (local backend; 1: a process per node); "
+        "left out: 1 for small scenarios, packed above a few dozen nodes (apps.scenario.packing)",
+    )
     links: list[LinkSpec] = Field(default_factory=list)
     topology: str | None = Field(
         None,
@@ -552,6 +559,10 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
     errors: list[tuple[Loc, str]] = []
     nodes = set(sc.nodes)
     known = ", ".join(sorted(nodes))
+    if sc.nodes_per_process is not None:
+        why = refusal(sc.backend, sc.nodes_per_process)
+        if why is not None:
+            errors.append((("nodes_per_process",), why))
 
     def need_node(loc: Loc, name: str) -> bool:
         if name in nodes:
