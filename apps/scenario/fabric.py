@@ -238,6 +238,8 @@ class Fabric:
                 node, "rib", "unregister", name=prefix, face_id=face_id, origin=self.origin
             )
         except (IcnError, TimeoutError) as exc:
+            if node not in self.endpoints:
+                return 0  # it went away with its command in flight
             log.warning("unregister %s via %s on %s: %s", prefix, nbr, node, exc)
         return 1
 
@@ -245,9 +247,16 @@ class Fabric:
         via = self.neighbor_face(node, nbr)
         if via is None or node not in self.endpoints:
             return 0
-        await self.command(
-            node, "rib", "register", name=prefix, face_id=via, cost=cost,
-            origin=self.origin, flags=CAPTURE_FLAGS if prefix in self.nested else None,
-        )  # fmt: skip
+        try:
+            await self.command(
+                node, "rib", "register", name=prefix, face_id=via, cost=cost,
+                origin=self.origin, flags=CAPTURE_FLAGS if prefix in self.nested else None,
+            )  # fmt: skip
+        except (IcnError, TimeoutError):
+            if node not in self.endpoints:
+                return 0  # it went away with its command in flight (a batch has many)
+            raise
+        if node not in self.endpoints:
+            return 0  # detached meanwhile: its routes went with its forwarder
         self.installed.setdefault(node, {}).setdefault(prefix, {})[nbr] = (via, cost)
         return 1

@@ -492,7 +492,7 @@ class Scenario(_Strict):
         None,
         ge=1,
         description="forwarders one process hosts (local backend; 1: a process per node); "
-        "left out: 1 for small scenarios, packed above a few dozen nodes (apps.scenario.packing)",
+        "left out: 1 up to 16 nodes, 25 above (apps.scenario.packing)",
     )
     links: list[LinkSpec] = Field(default_factory=list)
     topology: str | None = Field(

@@ -33,9 +33,9 @@ class Recording(Fabric):
     async def command(self, node: str, module: str, verb: str, **params: Any) -> dict[str, Any]:
         if node not in self.endpoints:
             raise KeyError(node)  # as the real one does for a detached node
+        self.sent.append((node, verb, params))  # sent now; routes go out in batches
         for _ in range(3):  # a round trip: other tasks run meanwhile
             await asyncio.sleep(0)
-        self.sent.append((node, verb, params))
         return {}
 
 
