@@ -92,7 +92,11 @@ def run(
         when = "   setup" if t is None else f"{t:7.2f}s"
         progress.console.print(f"[dim]{when}[/] {text}")
 
-    runner = ScenarioRunner(sc, out_dir, backend=backend, on_event=on_event, address=address)
+    try:  # the file with --backend: e.g. nodes_per_process above 1 on netns
+        runner = ScenarioRunner(sc, out_dir, backend=backend, on_event=on_event, address=address)
+    except ConfigError as exc:
+        typer.echo(f"error: {file}: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
     console.print(
         f"[bold]scenario {sc.name}[/]: run {runner.run_id}, {runner.backend_kind} backend, "
         f"output in {out_dir}"

@@ -4,12 +4,17 @@ grows with the nodes, and the start-up error that names the nodes ready and not.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from apps.scenario import packing
 from apps.scenario.forwarders import NodeForwarder, NotReady, await_ready
-from apps.scenario.loader import parse_scenario
+from apps.scenario.loader import load_scenario, parse_scenario
+from apps.scenario.runner import ScenarioRunner
 from icn.errors import ConfigError
+
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 
 
 def test_groups_are_even_and_in_order() -> None:
@@ -43,6 +48,20 @@ def test_netns_refuses_packing_naming_the_field_and_line() -> None:
     assert "set nodes_per_process: 1, or use backend: local" in msg
     ok = parse_scenario(text.replace("4", "1"), "s.yaml", check_entries=False)
     assert ok.nodes_per_process == 1
+
+
+def test_a_packed_file_run_on_netns_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    sc = parse_scenario("name: s\nnodes_per_process: 4\nnodes: {a: {}}\n", check_entries=False)
+    with pytest.raises(ConfigError, match=r"^nodes_per_process: 4: the netns backend runs one"):
+        ScenarioRunner(sc, tmp_path, backend="netns", run_id="abc123")
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_shipped_hundred_nodes_are_packed(tmp_path: Path) -> None:
+    sc = load_scenario(SCENARIOS / "line-100.yaml")
+    runner = ScenarioRunner(sc, tmp_path, run_id="abc123")
+    assert runner.per_process == packing.AUTO_NODES_PER_PROCESS
+    assert [len(g) for g in runner.groups] == [25, 25, 25, 25]
 
 
 def test_the_timeout_grows_with_nodes_and_processes() -> None:
