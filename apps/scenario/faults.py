@@ -116,9 +116,11 @@ async def kill_node(runner: ScenarioRunner, node: str) -> None:
             if runner.sc.workload(name) is not None:
                 runner.stopped.add(name)  # not restarted with the node: its routes stay away
     fwd = runner.forwarders.get(node)
-    if fwd is not None:
-        await fwd.kill()
-    runner.fabric.detach(node)
+    try:
+        if fwd is not None:
+            await fwd.kill()
+    finally:  # a packed node's host that did not answer: the node is down for the launcher
+        runner.fabric.detach(node)
 
 
 async def restart_node(runner: ScenarioRunner, node: str) -> None:

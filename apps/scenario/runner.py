@@ -204,7 +204,7 @@ class ScenarioRunner:
         """Start these nodes' forwarders together, each in a process of its own or in its
         group's host, wait for all of them at once (longer for more of them) and attach the
         launcher to each; ScenarioFailed naming those not ready if any is not."""
-        handles = [*self._launch(nodes)]
+        handles = self._launch(nodes)
         processes = len({h.pid for h in handles})
         try:
             await await_ready(handles, packing.ready_timeout(len(handles), processes))
@@ -228,14 +228,14 @@ class ScenarioRunner:
             for node in nodes:
                 by_group.setdefault(self.group_of[node], []).append(node)
             for group, members in by_group.items():
-                host = self.hosts.get(group)
-                fresh = host is None or not host.running()
-                if fresh:
+                live = self.hosts.get(group)
+                if live is not None and live.running():
+                    host = live
+                else:  # the first start, or its host died (all its nodes with it)
                     host = self._spawn_host(group, members)
-                assert host is not None
                 for node in members:
                     packed = PackedForwarder(node, self._log_name(f"fwd-{node}"), host)
-                    if not fresh:
+                    if host is live:
                         packed.restart()
                     handles.append(packed)
         for h in handles:
@@ -369,7 +369,11 @@ class ScenarioRunner:
 
     def _later(self, delay: float, coro: Any) -> None:
         async def run() -> None:
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                coro.close()  # the run ended first: never started, and not warned about
+                raise
             try:
                 await coro
             except (IcnError, TimeoutError, OSError) as exc:
