@@ -160,7 +160,10 @@ async def run(tmp_path: Path, per_process: int) -> tuple[ScenarioRunner, dict[st
 async def test_a_packed_run_reports_as_a_process_per_node_does(
     tmp_path: Path, state_dir: Path
 ) -> None:
-    packed, report, pid_after_kill = await run(tmp_path, 4)
+    # both at once: half the wall time, and each run meets the other's load
+    (packed, report, pid_after_kill), (solo, alone, solo_pid_after_kill) = await asyncio.gather(
+        run(tmp_path, 4), run(tmp_path, 1)
+    )
     assert len(packed.groups) == 1 and isinstance(packed.forwarders["a"], PackedForwarder)
     host_pid = packed.hosts[0].child.pid
     assert pid_after_kill == host_pid  # the kill of c left the process of a, b and d running
@@ -182,8 +185,7 @@ async def test_a_packed_run_reports_as_a_process_per_node_does(
     log = (tmp_path / "out4" / "logs" / "packed-0.out").read_text()
     assert "icn-scenario: ready beside\n" in log and not pid_alive(host_pid)
 
-    solo, alone, pid_after_kill = await run(tmp_path, 1)
-    assert len(solo.groups) == 4 and pid_after_kill == solo.forwarders["a"].pid
+    assert len(solo.groups) == 4 and solo_pid_after_kill == solo.forwarders["a"].pid
     assert fields(report) == fields(alone)
     for node in "abcd":  # the same counters sampled: status/general's and the forwarder's own
         assert {*NODE_FIELDS, "fw.in_interest"} <= alone["nodes"][node]["counters"].keys()
