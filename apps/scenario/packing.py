@@ -19,8 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 # Measured with bench/scale.py on 2 shared cores (README, "Scale"): 16 nodes took 10 s to be
-# ready and 50 MB each as processes of their own, 0.7 s and 7 MB each in one; every shipped
-# scenario (7 nodes at most) keeps a process per node, with its cores for heavy services.  At
+# ready and 50 MB each as processes of their own, 0.7 s and 7 MB each in one; the shipped
+# scenarios of 7 nodes or fewer keep a process per node, with its cores for heavy services.  At
 # 100 nodes, 10 per process took 6.5 s and 5.5 MB per node, 25 took 3.8 s and 2.8 MB, 50 took
 # 1.6 s and 1.9 MB: 25 keeps four processes busy on four cores for a little more.
 AUTO_PACK_ABOVE = 16
