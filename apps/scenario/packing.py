@@ -1,9 +1,9 @@
 """Which of a scenario's nodes share a forwarder process, and how long they get to be ready.
 
-A forwarder process costs its interpreter and modules (about 40 MB, 0.3 s of CPU to start) and
+A forwarder process costs its interpreter and modules (about 35 MB, 0.3 s of CPU to start) and
 a forwarder in it almost nothing more (well under 1 MB idle), so a hundred nodes as a hundred
-processes need 4 GB and half a minute of CPU before the first packet, where a hundred nodes in
-four processes need 200 MB.  ``nodes_per_process`` in a scenario says how many nodes one
+processes need 3.5 GB and 24 s to be ready on 2 cores, where a hundred nodes in four processes
+need 235 MB and 1.2 s.  ``nodes_per_process`` in a scenario says how many nodes one
 process hosts (1: a process per node); left out, small scenarios keep a process per node and
 larger ones are packed (:data:`AUTO_PACK_ABOVE`, :data:`AUTO_NODES_PER_PROCESS`).
 
@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-# Measured with bench/scale.py on 2 shared cores (README, "Scale"): 16 nodes took 10 s to be
-# ready and 50 MB each as processes of their own, 0.7 s and 7 MB each in one; the shipped
+# Measured with bench/scale.py on 2 shared cores (README, "Scale"): 16 nodes took 5.0 s to be
+# ready and 38 MB each as processes of their own, 0.7 s and 6 MB each in one; the shipped
 # scenarios of 7 nodes or fewer keep a process per node, with its cores for heavy services.  At
-# 100 nodes, 10 per process took 6.5 s and 5.5 MB per node, 25 took 3.8 s and 2.8 MB, 50 took
-# 1.6 s and 1.9 MB: 25 keeps four processes busy on four cores for a little more.
+# 100 nodes, 10 per process took 2.1 s and 4.4 MB per node, 25 took 1.2 s and 2.3 MB, 50 took
+# 1.3 s and 1.7 MB: 25 keeps four processes busy on four cores for a little more memory.
 AUTO_PACK_ABOVE = 16
 AUTO_NODES_PER_PROCESS = 25
 
