@@ -115,10 +115,13 @@ def plot_latency(report: dict[str, Any], path: Path) -> Path:
     return _finish(fig, ax, drew, report.get("faults") or [], path)
 
 
+# lines a legend can still tell apart: a large topology's links plot shows its busiest
+MAX_LINK_LINES = 12
+
+
 def plot_links(report: dict[str, Any], path: Path) -> Path:
     duration = float(report.get("duration") or 0)
-    fig, ax = _figure("link traffic", "bytes/s", duration)
-    drew = False
+    series: list[tuple[float, str, list[float], list[float]]] = []
     for name, link in (report.get("links") or {}).items():
         timeline = link.get("timeline") or []
         for key in (k for k, v in link.items() if ">" in k and isinstance(v, dict)):
@@ -126,9 +129,16 @@ def plot_links(report: dict[str, Any], path: Path) -> Path:
             ys = [_nan(p.get(col)) for p in timeline]
             if not any(not math.isnan(y) for y in ys):
                 continue
-            ax.plot([float(p["t"]) for p in timeline], ys, marker=".", label=f"{key} ({name})")
-            drew = True
-    return _finish(fig, ax, drew, report.get("faults") or [], path)
+            xs = [float(p["t"]) for p in timeline]
+            series.append((float(link[key].get("bytes") or 0), f"{key} ({name})", xs, ys))
+    title = "link traffic"
+    if len(series) > MAX_LINK_LINES:
+        title += f" (the {MAX_LINK_LINES} busiest of {len(series)} link directions)"
+        series = sorted(series, key=lambda s: -s[0])[:MAX_LINK_LINES]
+    fig, ax = _figure(title, "bytes/s", duration)
+    for _, label, xs, ys in series:
+        ax.plot(xs, ys, marker=".", label=label)
+    return _finish(fig, ax, bool(series), report.get("faults") or [], path)
 
 
 def plot_metrics(report: dict[str, Any], path: Path) -> Path:

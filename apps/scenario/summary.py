@@ -13,6 +13,26 @@ from rich.table import Table
 
 from apps.scenario.report import fault_text, pct, secs
 
+# A topology of a hundred nodes has a hundred node rows and two hundred link directions: the
+# tables show the rows that say something (drops, restarts, down samples) and then the busiest,
+# up to this many, and say how many more report.json holds
+MAX_ROWS = 20
+
+
+def _kept(rows: list[tuple[bool, float, Any]]) -> tuple[list[Any], int]:
+    """The rows to show, in their original order: every notable one (first of each triple),
+    then the largest by the second, up to :data:`MAX_ROWS` in all; and how many were left out."""
+    if len(rows) <= MAX_ROWS:
+        return [row for _, _, row in rows], 0
+    ranked = sorted(range(len(rows)), key=lambda i: (not rows[i][0], -rows[i][1]))
+    keep = set(ranked[:MAX_ROWS])
+    return [row for i, (_, _, row) in enumerate(rows) if i in keep], len(rows) - len(keep)
+
+
+def _more(console: Console, left_out: int, what: str, busiest: str) -> None:
+    if left_out:
+        console.print(f"  ... {left_out} more {what} ({busiest}; every one in report.json)")
+
 
 def _fmt(x: Any, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
@@ -80,17 +100,24 @@ def render_summary(report: dict[str, Any], console: Console) -> None:
         lt = Table(
             "link", "direction", "bytes", "packets", "dropped", title="links", box=box.SIMPLE
         )
+        directions: list[tuple[bool, float, tuple[str, ...]]] = []
         for name, link in report["links"].items():
             for key, val in link.items():
                 if ">" in key and isinstance(val, dict):
-                    lt.add_row(
+                    dropped = val.get("dropped", 0)
+                    cells = (
                         name,
                         key,
                         f"{val['bytes']:,}",
                         f"{val['packets']:,}",
-                        f"{val.get('dropped', 0):,}",
+                        f"{dropped:,}",
                     )
+                    directions.append((dropped > 0, float(val["bytes"]), cells))
+        shown, left_out = _kept(directions)
+        for cells in shown:
+            lt.add_row(*cells)
         console.print(lt)
+        _more(console, left_out, "link directions", "fewer bytes, none dropped")
 
     if report.get("nodes"):
         _nodes_table(report["nodes"], console)
@@ -202,6 +229,7 @@ def _nodes_table(nodes: Mapping[str, Any], console: Console) -> None:
         title="nodes (over the run)",
         box=box.SIMPLE,
     )
+    rows: list[tuple[bool, float, tuple[str, ...]]] = []
     for name, node in nodes.items():
         tot = node.get("totals") or {}
 
@@ -210,7 +238,7 @@ def _nodes_table(nodes: Mapping[str, Any], console: Console) -> None:
 
         n_down = node.get("down_samples") or 0
         down = f" (down {n_down} sample{'s' if n_down > 1 else ''})" if n_down else ""
-        nt.add_row(
+        cells = (
             name,
             cell("n_in_interests"),
             cell("n_out_interests"),
@@ -220,7 +248,13 @@ def _nodes_table(nodes: Mapping[str, Any], console: Console) -> None:
             *(cell(k) for k in extra),
             f"{node.get('restarts', 0)}{down}",
         )
+        notable = bool(node.get("restarts") or n_down)
+        rows.append((notable, float(tot.get("n_in_interests") or 0), cells))
+    shown, left_out = _kept(rows)
+    for cells in shown:
+        nt.add_row(*cells)
     console.print(nt)
+    _more(console, left_out, "nodes", "fewer Interests in, no restart")
 
 
 def _value(x: float) -> str:

@@ -471,3 +471,69 @@ def test_a_run_that_ended_early_rates_workloads_over_what_it_ran() -> None:
     assert full["workloads"]["w"]["throughput"] == 8 / 40
     assert early["workloads"]["w"]["throughput"] == 8 / 8
     assert Scenario.model_validate({"name": "d", "nodes": {"a": {}}}).stop_when_done is False
+
+
+def _large_report(n: int) -> dict[str, Any]:
+    """A line of ``n`` nodes as the report has it: link i carries 1000*i bytes each way, node
+    7 restarted, link 3 dropped packets."""
+    links: dict[str, Any] = {}
+    for i in range(1, n):
+        name = f"n{i - 1}-n{i}"
+        timeline = [{"t": t, f"n{i - 1}>n{i}_bytes_per_s": 10.0 * i} for t in (0.5, 1.0)]
+        links[name] = {
+            f"n{i - 1}>n{i}": {"bytes": 1000 * i, "packets": i, "dropped": 5 if i == 3 else 0},
+            "timeline": timeline,
+        }
+    nodes = {
+        f"n{i}": {"totals": {"n_in_interests": i}, "restarts": 1 if i == 7 else 0} for i in range(n)
+    }
+    return {"scenario": "line", "duration": 1.0, "links": links, "nodes": nodes}
+
+
+def test_a_large_topology_shows_the_notable_and_busiest_rows_and_says_how_many_more() -> None:
+    from apps.scenario import summary
+
+    text = console_text(_large_report(100))
+    # 99 link directions: the one that dropped, then the 19 busiest (n80>n81 .. n98>n99)
+    assert "n2>n3" in text and "n98>n99" in text and "n80>n81" in text
+    assert "n78>n79" not in text and "n1>n2" not in text
+    assert (
+        "... 79 more link directions (fewer bytes, none dropped; every one in report.json)" in text
+    )
+    # 100 nodes: the one that restarted, then the 19 with the most Interests in (n81 .. n99)
+    node_rows = [ln.split()[0] for ln in text.splitlines() if ln.strip().startswith("n")]
+    assert {"n7", "n81", "n99"} <= set(node_rows) and "n80" not in node_rows
+    assert "... 80 more nodes (fewer Interests in, no restart; every one in report.json)" in text
+    # a small topology shows every row and no such line
+    small = console_text(_large_report(summary.MAX_ROWS))
+    assert "more link directions" not in small and "more nodes" not in small
+    assert "n0>n1" in small and "n0 " in small
+
+
+def test_a_large_topology_plots_its_busiest_links(tmp_path: Path) -> None:
+    from apps.scenario.plots import MAX_LINK_LINES, plot_links
+
+    report = _large_report(100)
+    plot_links(report, tmp_path / "links.png")
+    assert_png(tmp_path / "links.png")
+    # the title says what was left out (read back from the drawn figure)
+    from matplotlib.figure import Figure
+
+    drawn: list[Figure] = []
+    original = Figure.savefig
+
+    def keep(self: Figure, *args: Any, **kwargs: Any) -> None:
+        drawn.append(self)
+        original(self, *args, **kwargs)
+
+    Figure.savefig = keep  # type: ignore[method-assign]
+    try:
+        plot_links(report, tmp_path / "again.png")
+    finally:
+        Figure.savefig = original  # type: ignore[method-assign]
+    ax = drawn[0].axes[0]
+    assert len(ax.get_lines()) == MAX_LINK_LINES
+    assert ax.get_title() == f"link traffic (the {MAX_LINK_LINES} busiest of 99 link directions)"
+    assert {ln.get_label() for ln in ax.get_lines()} == {
+        f"n{i - 1}>n{i} (n{i - 1}-n{i})" for i in range(100 - MAX_LINK_LINES, 100)
+    }
