@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,22 @@ def test_straggler(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
     assert ran["c1"]["calls"] + ran["c2"]["calls"] > cloned["requests"] + 1
     assert ran["c1"]["cancelled_clone"] >= 1  # the straggler's cloned jobs were stopped
     assert report["nodes"]["a"]["totals"]["fw.clone"] >= 1
+
+
+def test_research_net_from_its_graph_file(tmp_path: Path, state_dir: Path) -> None:
+    """40 forwarders read from a GraphML file, packed into two processes (the default above 16
+    nodes), data across six hops with each link's delay from the file."""
+    proc, report = run_scenario(SCENARIOS / "research-net.yaml", tmp_path / "out", "--no-plots")
+    _ok(proc, report)
+    assert len(report["nodes"]) == 40
+    assert "40 forwarders ready (local backend, 2 processes)" in proc.stdout
+    wl = report["workloads"]["consumer"]
+    assert wl["ok"] >= 0.99 * wl["requests"] > 0
+    # the path the file's costs give: every hop of it carried the data, the backup links none
+    path = ["lakeside_uni2", "lakeside", "southbay", "midland", "highmoor", "eastgate"]
+    path.append("eastgate_hpc1")
+    for a, b in pairwise(path):
+        link = report["links"].get(f"{a}-{b}") or report["links"][f"{b}-{a}"]
+        assert link["total_bytes"] > wl["ok"] * 1024, (a, b)
+    # six hops of 1.4-2.9 ms each way: no answer can come back quicker than the file's delays
+    assert wl["latency_ms"]["p50"] > 2 * 10.0
