@@ -19,7 +19,12 @@ code, no end) is made once more, its output shown and the retry listed under the
 The last line is ``ddp icn/gloo step time: X``, X the geometric mean over rank counts of icn's
 median step time over gloo's (below 1 favours icn).
 
+``--keep DIR`` keeps each backend's last run at each rank count in DIR: every rank's summary
+(``{backend}-n{N}-{rank}.json``, as the example writes it with ``--out``) and the example's
+output (``{backend}-n{N}.log``); the tests read them to check the training itself.
+
 Run: .venv/bin/python bench/ddp.py [--ranks 2,4,8] [--steps 60] [--warmup 10] [--repeat 2]
+     [--keep DIR]
 Needs torch: pip install -e .[torch]
 """
 
@@ -79,6 +84,9 @@ class Cell:
 def run_example(backend: str, n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """One run of the example with ``n`` ranks; rank 0's summary, checked."""
     out = workdir / f"{backend}-n{n}-{{rank}}.json"
+    paths = [Path(str(out).replace("{rank}", str(r))) for r in range(n)]
+    for path in paths:  # a kept summary of an earlier round is not this run's
+        path.unlink(missing_ok=True)
     argv = [sys.executable, str(EXAMPLE), "--nproc", str(n), "--backend", backend]
     argv += ["--steps", str(args.steps), "--batch", str(args.batch), "--seed", str(args.seed)]
     argv += ["--out", str(out), "--timeout", str(args.timeout)]
@@ -103,11 +111,7 @@ def run_example(backend: str, n: int, args: argparse.Namespace, workdir: Path) -
     if code != 0:
         why = "no end in time" if code is None else f"exit code {code}"
         raise RunFailed(f"{backend} N={n}: the example failed ({why}):\n{text[-4000:]}")
-    summaries = []
-    for r in range(n):
-        path = Path(str(out).replace("{rank}", str(r)))
-        summaries.append(json.loads(path.read_text()))
-        path.unlink()
+    summaries = [json.loads(path.read_text()) for path in paths]
     own = {s["param_hash"] for s in summaries}
     if len(own) != 1 or set(summaries[0]["param_hashes"]) != own:
         raise BenchError(f"{backend} N={n}: the ranks' final parameters differ")
@@ -238,8 +242,12 @@ def main(args: argparse.Namespace) -> None:
     if args.warmup >= args.steps:
         raise SystemExit(f"--warmup {args.warmup} leaves no step of --steps {args.steps} to time")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="icn-bench-ddp-") as tmp:
-        cells = measure(args, Path(tmp))
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        cells = measure(args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="icn-bench-ddp-") as tmp:
+            cells = measure(args, Path(tmp))
     compute = {n: compute_only(n, args) for n in args.ranks}
     elapsed = time.monotonic() - started
     print(
@@ -277,6 +285,11 @@ if __name__ == "__main__":
     ap.add_argument("--batch", type=positive, default=64, help="global batch")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per run at most")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        help="keep each backend's last run here: its ranks' summaries and the example's output",
+    )
     signal.signal(signal.SIGTERM, _terminated)  # unwinds through run_example: example stopped
     try:
         main(ap.parse_args())
