@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from apps import digits_mlp
 from apps.digits_mlp import (
     WEIGHT_TOLERANCE,
     Allreduce,
@@ -93,6 +94,21 @@ def test_split_is_scaled_and_disjoint() -> None:
     train_rows = {row.tobytes() for row in data.x_train}
     overlap = sum(row.tobytes() in train_rows for row in data.x_test)
     assert overlap < 10  # a handful of digits are pixel-identical duplicates in the data set
+
+
+def test_the_digits_read_from_scikit_learns_file_are_load_digits_arrays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sklearn.datasets import load_digits  # type: ignore[import-untyped]
+
+    want = load_digits()
+    pixels, labels = digits_mlp._digits()
+    assert np.array_equal(pixels, want.data) and pixels.dtype == want.data.dtype
+    assert np.array_equal(labels, want.target) and labels.dtype == want.target.dtype
+    # no file where it is looked for: load_digits itself
+    monkeypatch.setattr(digits_mlp.importlib.util, "find_spec", lambda name: None)
+    pixels, labels = digits_mlp._digits()
+    assert np.array_equal(pixels, want.data) and np.array_equal(labels, want.target)
 
 
 # ---- schedule ----------------------------------------------------------------------------------
