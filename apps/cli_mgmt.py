@@ -274,8 +274,17 @@ def route_add(
     async def body(ep: Endpoint) -> dict[str, Any]:
         name = parse_name(prefix)
         face_id = await _face_id(ep, face, "route add", create=True)
-        params = {"cost": cost, "origin": origin, "flags": flags, "expiration_period": expires}
-        return await mc.command(ep, "rib", "register", name=name, face_id=face_id, **params)
+        return await mc.command(
+            ep,
+            "rib",
+            "register",
+            name=name,
+            face_id=face_id,
+            cost=cost,
+            origin=origin,
+            flags=flags,
+            expiration_period=expires,
+        )
 
     out = with_endpoint("route add", transport, body)
     flags_text, expiry = _route_flags(out.get("flags", 0)), out.get("expiration_period", "never")

@@ -30,6 +30,11 @@ ORIGIN_NLSR = 128  # routes: auto plays the routing protocol's part
 ORIGIN_STATIC = 255
 CONFLICT = 409
 COMMAND_TIMEOUT = 8.0
+# A command's Interest lives as long as the launcher waits for it: sent once (a command need not
+# be idempotent), with the client's default 4 s a forwarder slowed by a loaded machine missed
+# its answer while COMMAND_TIMEOUT still had half its time (faces/create, "no Data after 1
+# Interest(s)", in a suite run beside saturated fault tests)
+COMMAND_LIFETIME_MS = int(COMMAND_TIMEOUT * 1000)
 # commands in flight at once: enough to keep every forwarder busy, few enough that none waits
 # on a queue of its own longer than COMMAND_TIMEOUT on a loaded machine
 MGMT_BATCH = 32
@@ -127,7 +132,9 @@ class Fabric:
 
     async def command(self, node: str, module: str, verb: str, **params: Any) -> dict[str, Any]:
         async with asyncio.timeout(COMMAND_TIMEOUT):
-            return await mgmt_client.command(self.endpoints[node], module, verb, **params)
+            return await mgmt_client.command(
+                self.endpoints[node], module, verb, lifetime_ms=COMMAND_LIFETIME_MS, **params
+            )
 
     # ---- links -----------------------------------------------------------------------------
 
@@ -195,7 +202,9 @@ class Fabric:
             if shaping.seed is not None:  # the two directions draw different losses
                 params["seed"] = shaping.seed * 2 + link.between.index(node)
             async with asyncio.timeout(COMMAND_TIMEOUT):
-                await mgmt_client.shape_face(self.endpoints[node], face_id, **params)
+                await mgmt_client.shape_face(
+                    self.endpoints[node], face_id, lifetime_ms=COMMAND_LIFETIME_MS, **params
+                )
 
     # ---- routes ----------------------------------------------------------------------------
 

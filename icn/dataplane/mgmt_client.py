@@ -102,20 +102,31 @@ def parse_control_response(content: bytes) -> tuple[int, str, dict[str, Any]]:
     return int(resp.status_code), str(resp.status_text or ""), body
 
 
-async def command(ep: Endpoint, module: str, verb: str, **params: Any) -> dict[str, Any]:
+async def command(
+    ep: Endpoint,
+    module: str,
+    verb: str,
+    *,
+    lifetime_ms: int = COMMAND_LIFETIME_MS,
+    **params: Any,
+) -> dict[str, Any]:
     """Send a control command, e.g. ``command(ep, "rib", "register", name="/app")``.
 
     Returns the response's ControlParameters (``face_id``, ``origin``, ``name`` as a URI...).
     Raises CommandFailed for StatusCode >= 400, InterestTimeout if the forwarder does not
-    answer within 4 s, InterestNack, or DecodeError for a reply that is not a ControlResponse.
+    answer within ``lifetime_ms`` (4 s; a command is sent once: it need not be idempotent),
+    InterestNack, or DecodeError for a reply that is not a ControlResponse.
     """
-    return await _send_command(ep, module, verb, encode_control_parameters(**params))
+    cp = encode_control_parameters(**params)
+    return await _send_command(ep, module, verb, cp, lifetime_ms)
 
 
-async def _send_command(ep: Endpoint, module: str, verb: str, cp: bytes) -> dict[str, Any]:
+async def _send_command(
+    ep: Endpoint, module: str, verb: str, cp: bytes, lifetime_ms: int = COMMAND_LIFETIME_MS
+) -> dict[str, Any]:
     """Sign and send a command whose ControlParameters element is ``cp``; see :func:`command`."""
     name = _command_name(module, verb, cp, ep.is_local)
-    data = await ep.express(name, signed=True, lifetime_ms=COMMAND_LIFETIME_MS)
+    data = await ep.express(name, signed=True, lifetime_ms=lifetime_ms)
     status, text, body = parse_control_response(data_content(data))
     if status >= 400:
         raise CommandFailed(status, text, f"{module}/{verb}", body)
@@ -255,6 +266,7 @@ async def shape_face(
     loss: float = 0.0,
     rate_mbps: float | None = None,
     seed: int | None = None,
+    lifetime_ms: int = COMMAND_LIFETIME_MS,
 ) -> dict[str, Any]:
     """Shape the send path of face ``face_id`` (0: this endpoint's own face) with the
     ``link/shape`` command of :mod:`icn.dataplane.mgmt_ext`: delay and jitter in ms, loss a
@@ -275,7 +287,8 @@ async def shape_face(
         "rate_mbps": rate_mbps,
         "seed": seed,
     }
-    body = await _send_command(ep, "link", "shape", encode_link_shape(face_id, settings))
+    cp = encode_link_shape(face_id, settings)
+    body = await _send_command(ep, "link", "shape", cp, lifetime_ms)
     return {**body, **settings}
 
 

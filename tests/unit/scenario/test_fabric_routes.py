@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+import pytest
+
 from apps.scenario.backend import Backend
 from apps.scenario.fabric import Fabric
 from apps.scenario.routing import compute_routes, nested_prefixes
@@ -84,3 +86,32 @@ async def test_a_replicas_own_prefix_is_registered_with_capture_and_its_service_
     await fab.install_routes(compute_routes(fab.sc))
     flags = {(n, p["name"]): p.get("flags") for n, verb, p in fab.sent if verb == "register"}
     assert flags[("a", "/p/_r/r1")] == 3 and flags[("a", "/p")] is None
+
+
+async def test_a_command_lives_as_long_as_the_launcher_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # sent once, a command whose Interest expired before COMMAND_TIMEOUT failed a run on a
+    # loaded machine with time left to wait
+    from apps.scenario import fabric as fabric_module
+    from icn.dataplane import mgmt_client
+
+    lifetimes: list[int] = []
+
+    async def command(ep: Endpoint, module: str, verb: str, **params: Any) -> dict[str, Any]:
+        lifetimes.append(params.pop("lifetime_ms"))
+        return {}
+
+    async def shape_face(ep: Endpoint, face_id: int, **params: Any) -> dict[str, Any]:
+        lifetimes.append(params.pop("lifetime_ms"))
+        return {}
+
+    monkeypatch.setattr(mgmt_client, "command", command)
+    monkeypatch.setattr(mgmt_client, "shape_face", shape_face)
+    sc = scenario(DIAMOND)
+    fab = Fabric(sc, cast(Backend, None))
+    fab.endpoints["a"] = cast(Endpoint, Conn())
+    await fab.command("a", "faces", "create", uri="udp4://127.0.0.1:6363")
+    fab.link_faces[sc.links[0].name]["a"] = 7
+    await fab.apply_shaping(sc.links[0])
+    assert lifetimes == [fabric_module.COMMAND_TIMEOUT * 1000] * 2
