@@ -14,25 +14,16 @@ outright; the runner also stops each one by its PID on every exit path.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import random
-import signal
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 from apps.procs import Child
+from apps.scenario.parent_death import die_with_parent
 from apps.scenario.runs import remove_socket_dir, socket_dir
 from apps.scenario.schema import LinkSpec, Scenario
 
-PR_SET_PDEATHSIG = 1
 FWD_PORT = 6363  # NDN's port: every forwarder's, unless several share an address
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGKILL when the launcher dies, however it dies."""
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 class Backend(ABC):

@@ -29,11 +29,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from apps.scenario.backend import FWD_PORT, die_with_parent
+from apps.scenario.parent_death import die_with_parent
 from apps.scenario.ray_relay import RelayLoop
 from apps.scenario.runs import proc_start_time, same_process
 from icn.errors import ConfigError
@@ -42,6 +43,8 @@ PYTHON = "{python}"  # argv[0] that stands for the agent's own interpreter
 MIRRORED = ("logs", "results")  # appended as processes run, pulled back while they do
 INPUTS = ("config", "procs")  # shipped by the launcher, never pulled back
 SYNC_CHUNK = 4 << 20  # bytes of one file per sync call
+SYNC_POLL = 0.05  # how often a waiting sync looks at its files and processes
+RESULTS_EVERY = 1.0  # new bytes only in results end a waiting sync after this long
 SPAWN_TIMEOUT = 30.0
 PORT_TRIES = 1000
 PREFIX = "icn-ray-"
@@ -80,6 +83,7 @@ class NodeAgent:
         self.socket = self.base / "fwd.sock"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
+        self._closed = threading.Event()  # shut down: a waiting sync answers at once
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix=f"spawn-{node}")
         self._relay = RelayLoop(f"relay-{node}")
         self.relay_port = self._relay.run(self._relay.serve_node(host, secret, self.socket))
@@ -94,10 +98,10 @@ class NodeAgent:
             "hostname": socket.gethostname(),
         }
 
-    def pick_port(self, taken: list[int]) -> int:
-        """The first port from 6363 up that is free on ``host`` for both UDP and TCP and not in
-        ``taken`` (the ports of this Ray node's other scenario nodes)."""
-        for port in range(FWD_PORT, FWD_PORT + PORT_TRIES):
+    def pick_port(self, taken: list[int], first: int) -> int:
+        """The first port from ``first`` up that is free on ``host`` for both UDP and TCP and
+        not in ``taken`` (the ports of this Ray node's other scenario nodes)."""
+        for port in range(first, first + PORT_TRIES):
             if port in taken:
                 continue
             try:
@@ -108,8 +112,8 @@ class NodeAgent:
                 continue
             return port
         raise ConfigError(
-            f"node {self.node}: no port free for UDP and TCP on {self.host} between {FWD_PORT} "
-            f"and {FWD_PORT + PORT_TRIES - 1}"
+            f"node {self.node}: no port free for UDP and TCP on {self.host} between {first} "
+            f"and {first + PORT_TRIES - 1}"
         )
 
     # ---- processes -------------------------------------------------------------------------
@@ -182,24 +186,52 @@ class NodeAgent:
 
     # ---- files -----------------------------------------------------------------------------
 
-    def sync(self, offsets: dict[str, int]) -> dict[str, Any]:
+    def sync(
+        self, offsets: dict[str, int], running: list[str] | None = None, wait: float = 0.0
+    ) -> dict[str, Any]:
         """What is new since the launcher's ``offsets`` (run-relative path -> bytes it holds) in
         the files under ``logs/`` and ``results/``, and each process's exit code (None while it
-        runs).  The codes are read first, so the output of a process seen ended is all there."""
-        with self._lock:
-            procs = list(self._procs.items())
-        exits = {name: proc.poll() for name, proc in procs}
-        files: dict[str, bytes] = {}
+        runs).  The codes are read first, so the output of a process seen ended is all there.
+
+        With nothing new, it looks again every :data:`SYNC_POLL` for up to ``wait`` seconds (so
+        the launcher asks only when there is something to pull): bytes in a log or the end of a
+        process in ``running`` (those it has not seen end) answer at once; bytes only in results
+        wait :data:`RESULTS_EVERY` (the launcher reads them at the end and for its live counts,
+        and workloads append to them all the time)."""
+        running = running or []
+        start = time.monotonic()
+        while True:
+            with self._lock:
+                procs = list(self._procs.items())
+            exits = {name: proc.poll() for name, proc in procs}
+            grown = self._grown(offsets)
+            waited = time.monotonic() - start
+            if (
+                waited >= wait
+                or any(exits.get(name) is not None for name in running)
+                or any(rel.startswith("logs/") for rel in grown)
+                or (grown and waited >= RESULTS_EVERY)
+                or self._closed.wait(SYNC_POLL)
+            ):
+                break
+        files: dict[str, tuple[int, bytes]] = {}
+        for rel in grown:
+            start_at = offsets.get(rel, 0)
+            with contextlib.suppress(OSError), open(self.run_dir / rel, "rb") as f:
+                f.seek(start_at)
+                files[rel] = (start_at, f.read(SYNC_CHUNK))
+        return {"exits": exits, "files": files}
+
+    def _grown(self, offsets: dict[str, int]) -> list[str]:
+        """The mirrored files (run-relative) that hold more bytes than ``offsets`` says."""
+        grown = []
         for sub in MIRRORED:
             for path in sorted((self.run_dir / sub).rglob("*")):
                 rel = path.relative_to(self.run_dir).as_posix()
                 with contextlib.suppress(OSError):
-                    if not path.is_file() or path.stat().st_size <= offsets.get(rel, 0):
-                        continue
-                    with open(path, "rb") as f:
-                        f.seek(offsets.get(rel, 0))
-                        files[rel] = f.read(SYNC_CHUNK)
-        return {"exits": exits, "files": files}
+                    if path.is_file() and path.stat().st_size > offsets.get(rel, 0):
+                        grown.append(rel)
+        return grown
 
     def collect(self, max_bytes: int) -> dict[str, Any]:
         """The other files the processes wrote in the run directory (a stream sink's output, a
@@ -226,6 +258,7 @@ class NodeAgent:
 
     def shutdown(self) -> None:
         """Kill what still runs (by PID), stop the relay, remove the agent's directory."""
+        self._closed.set()
         with self._lock:
             procs = list(self._procs.values())
         for proc in procs:

@@ -36,10 +36,11 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from apps.scenario.backend import Backend
+from apps.scenario.backend import FWD_PORT, Backend
 from apps.scenario.ray_agent import PYTHON, NodeAgent
 from apps.scenario.ray_child import AgentGone, AgentMirror, RemoteChild
 from apps.scenario.ray_placement import RayNode, live_nodes, place
@@ -53,8 +54,10 @@ ADDRESS_ENV = "RAY_ADDRESS"
 PROBE_TIMEOUT = 5.0
 AGENT_START_TIMEOUT = 90.0
 AGENT_STOP_TIMEOUT = 15.0
+MIRROR_JOIN_TIMEOUT = 5.0
 COLLECT_BYTES = 64 << 20  # per agent: the files processes wrote besides logs and results
 MAX_CONCURRENCY = 8  # an agent answers a wait and the log pulls at once
+NICENESS_ENV = "RAY_worker_niceness"
 
 
 class AgentError(IcnError):
@@ -197,6 +200,7 @@ class RayBackend(Backend):
                 max_restarts=0,
                 name=f"agent-{node}",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node.node_id, soft=False),
+                runtime_env={"env_vars": {NICENESS_ENV: str(os.getpriority(os.PRIO_PROCESS, 0))}},
             ).remote(self.run_id, node, ray_node.address, self.secret)
         nodes = list(self.agents)
         try:
@@ -222,7 +226,7 @@ class RayBackend(Backend):
         taken: dict[str, list[int]] = {}
         for node in self.scenario.nodes:
             ports = taken.setdefault(self.places[node].address, [])
-            port = int(self.mirrors[node].call("pick_port", ports))
+            port = int(self.mirrors[node].call("pick_port", ports, FWD_PORT))
             ports.append(port)
             self.ports[node] = port
 
@@ -311,7 +315,6 @@ class RayBackend(Backend):
                 continue
             if skipped:
                 log.warning("node %s: files left on its machine: %s", node, ", ".join(skipped))
-        self.mirrors.clear()
         ray = self._ray
         if ray is not None:
             stops = [agent.shutdown.remote() for agent in self.agents.values()]
@@ -320,6 +323,11 @@ class RayBackend(Backend):
             for agent in self.agents.values():
                 with contextlib.suppress(Exception):
                     ray.kill(agent, no_restart=True)
+        # their last pulls ended with the shutdowns (or fail with the kills): before Ray goes
+        deadline = time.monotonic() + MIRROR_JOIN_TIMEOUT
+        for mirror in self.mirrors.values():
+            mirror.join(max(0.0, deadline - time.monotonic()))
+        self.mirrors.clear()
         self.agents.clear()
         if self._relay is not None:
             self._relay.close()

@@ -6,9 +6,11 @@ The runner, the sampler and the faults use a :class:`~apps.procs.Child`: its ``p
 line).  A :class:`RemoteChild` is such a child for a process that a node agent
 (:mod:`apps.scenario.ray_agent`) runs on a Ray node: signals and waits are calls to the agent,
 and an :class:`AgentMirror` thread per agent pulls the agent's new log and results bytes into
-the launcher's output folder every :data:`SYNC_EVERY`, with the exit codes of its processes, so
-``poll()`` answers at once from what the last pull saw and the log files are the ones the
-launcher reads as on ``local``.
+the launcher's output folder, with the exit codes of its processes, so ``poll()`` answers at
+once from what the last pull saw and the log files are the ones the launcher reads as on
+``local``.  A pull waits on the agent until there is something new (up to :data:`SYNC_WAIT`):
+an idle node costs a call every few seconds, a busy one at most one per :data:`SYNC_GAP`, and
+a line a forwarder logs reaches the launcher within about 0.1 s either way.
 
 Nothing here imports Ray: an agent is reached through an :class:`AgentCalls` (Ray's in
 :mod:`apps.scenario.ray_backend`, a direct one in the tests).
@@ -30,7 +32,8 @@ from icn.errors import IcnError
 
 log = logging.getLogger(__name__)
 
-SYNC_EVERY = 0.1
+SYNC_WAIT = 2.0  # the longest a pull waits on the agent for something new
+SYNC_GAP = 0.1  # the least time between the starts of two pulls
 CALL_TIMEOUT = 10.0
 WAIT_STEP = 5.0  # one agent call of a longer wait
 GONE_CODE = -signal.SIGKILL  # the exit code of a process whose agent is gone
@@ -107,7 +110,7 @@ class RemoteChild(Child):
 class AgentMirror:
     """One agent's processes and files, from the launcher: ``out_dir`` receives what its
     processes write under ``logs/`` and ``results/`` (paths relative to the run folder on both
-    sides), pulled every :data:`SYNC_EVERY` by a thread of its own."""
+    sides), pulled by a thread of its own as it appears."""
 
     def __init__(self, node: str, calls: AgentCalls, out_dir: Path) -> None:
         self.node = node
@@ -116,7 +119,7 @@ class AgentMirror:
         self.procs: dict[str, RemoteProc] = {}
         self.offsets: dict[str, int] = {}
         self.gone: str | None = None
-        self._lock = threading.Lock()  # one pull at a time: appends follow offsets
+        self._lock = threading.Lock()  # guards procs and offsets, held only between calls
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -159,16 +162,24 @@ class AgentMirror:
             self.procs[name] = proc
         return RemoteChild(name, shown_argv, logs, proc)
 
-    def sync(self) -> None:
-        """Pull what is new: bytes appended to the mirrored files, exit codes."""
+    def sync(self, wait: float = 0.0) -> None:
+        """Pull what is new: bytes appended to the mirrored files, exit codes; ``wait``: how
+        long the agent may wait for something new.  Pulls may overlap (the thread's, a wait's
+        last one): of each piece of a file, only what this side's copy lacks is written."""
         with self._lock:
-            got = self.call("sync", dict(self.offsets))
-            for rel, data in got["files"].items():
+            offsets = dict(self.offsets)
+            running = [name for name, proc in self.procs.items() if proc.returncode is None]
+        got = self.call("sync", offsets, running, wait, timeout=wait + CALL_TIMEOUT)
+        with self._lock:
+            for rel, (start, data) in got["files"].items():
+                have = self.offsets.get(rel, 0)
+                if not start <= have < start + len(data):
+                    continue  # another pull wrote it first (or spawn made the file anew)
                 path = self.out_dir / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with open(path, "ab") as f:
-                    f.write(data)
-                self.offsets[rel] = self.offsets.get(rel, 0) + len(data)
+                    f.write(data[have - start :])
+                self.offsets[rel] = start + len(data)
             for name, code in got["exits"].items():
                 proc = self.procs.get(name)
                 if proc is not None and code is not None and proc.returncode is None:
@@ -188,15 +199,20 @@ class AgentMirror:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(SYNC_EVERY) and self.gone is None:
+        while not self._stop.is_set() and self.gone is None:
+            began = time.monotonic()
             try:
-                self.sync()
+                self.sync(SYNC_WAIT)
             except (AgentGone, TimeoutError):
-                continue
+                pass
             except Exception:  # a bug here must not end the mirroring silently
                 log.exception("node %s: pulling its logs failed", self.node)
+            self._stop.wait(max(0.0, SYNC_GAP - (time.monotonic() - began)))
 
     def stop(self) -> None:
+        """No pull after the one under way (the agent's shutdown ends its wait)."""
         self._stop.set()
+
+    def join(self, timeout: float = CALL_TIMEOUT) -> None:
         if self._thread is not None:
-            self._thread.join(CALL_TIMEOUT + 1.0)
+            self._thread.join(timeout)

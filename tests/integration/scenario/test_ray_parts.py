@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from apps.procs import icn_argv
-from apps.scenario import ray_relay
+from apps.scenario import ray_agent, ray_relay
+from apps.scenario.backend import FWD_PORT
 from apps.scenario.ray_agent import PYTHON, NodeAgent, sweep
 from apps.scenario.ray_backend import probe
 from apps.scenario.ray_child import AgentGone, AgentMirror
@@ -219,6 +220,105 @@ def test_agent_runs_processes_the_launcher_sees_as_children(
         assert mirror.collect(0) == ["state/checkpoint"]
     finally:
         mirror.stop()
+        agent.shutdown()  # ends the pull under way
+        mirror.join(5)
+
+
+WRITER = r"""
+import sys, time
+time.sleep(float(sys.argv[1]))
+print("late", flush=True)
+"""
+
+RESULTS_WRITER = r"""
+import time
+with open("results/r.jsonl", "a") as f:
+    for _ in range(200):
+        f.write('{"ok": true}\n')
+        f.flush()
+        time.sleep(0.02)
+"""
+
+
+def timed_sync(agent: NodeAgent, running: list[str], wait: float) -> tuple[float, dict[str, Any]]:
+    offsets = {
+        p.relative_to(agent.run_dir).as_posix(): p.stat().st_size
+        for sub in ("logs", "results")
+        for p in (agent.run_dir / sub).rglob("*")
+        if p.is_file()
+    }
+    t0 = time.monotonic()
+    got = agent.sync(offsets, running, wait)
+    return time.monotonic() - t0, got
+
+
+def test_a_pull_waits_on_the_agent_until_there_is_something_new(
+    agent: NodeAgent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So an idle node costs the launcher a call every few seconds, not ten a second."""
+    monkeypatch.setattr(ray_agent, "RESULTS_EVERY", 0.5)
+    agent.spawn("idle", ["sleep", "30"], {}, {})
+    took, got = timed_sync(agent, ["idle"], 0.4)  # nothing new: the whole wait
+    assert 0.35 <= took < 5 and got["files"] == {} and got["exits"] == {"idle": None}
+
+    agent.spawn("w", [PYTHON, "-c", WRITER, "0.3"], {}, {})
+    took, got = timed_sync(agent, ["idle", "w"], 20)  # a log line: at once
+    assert took < 10 and got["files"] == {"logs/w.out": (0, b"late\n")}
+    took, got = timed_sync(agent, ["idle", "w"], 20)  # an end: at once
+    assert took < 10 and got["exits"]["w"] == 0 and got["files"] == {}
+
+    agent.spawn("r", [PYTHON, "-c", RESULTS_WRITER], {}, {})
+    time.sleep(0.2)
+    took, got = timed_sync(agent, ["idle", "r"], 20)  # results alone: after RESULTS_EVERY
+    assert ray_agent.RESULTS_EVERY - 0.05 <= took < 10, took
+    assert list(got["files"]) == ["results/r.jsonl"]
+
+    box: list[float] = []
+    waiting = threading.Thread(target=lambda: box.append(timed_sync(agent, ["idle"], 20)[0]))
+    waiting.start()
+    time.sleep(0.3)
+    agent.shutdown()  # ends a pull under way
+    waiting.join(10)
+    assert box and box[0] < 5
+
+
+def test_the_launcher_pulls_an_idle_agent_seldom(agent: NodeAgent, tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def counting(method: str, *args: Any, timeout: float) -> Any:
+        calls.append(method)
+        return getattr(agent, method)(*args)
+
+    mirror = AgentMirror("a", counting, tmp_path / "out")
+    child = mirror.spawn("w", [PYTHON, "-c", WRITER, "1.2"], {}, {}, [])
+    mirror.start()
+    try:
+        child.wait_for("late", 15, "stdout")
+        assert calls.count("sync") <= 3, calls  # one every 0.1 s before: 12
+        assert wait_until(lambda: child.proc.poll() == 0)
+    finally:
+        mirror.stop()
+        agent.shutdown()
+        mirror.join(5)
+
+
+def test_overlapping_pulls_write_each_byte_once(tmp_path: Path) -> None:
+    """The mirror's pull and a wait's last pull may both bring the same bytes."""
+    answers = [
+        {"exits": {}, "files": {"logs/w.out": (0, b"abc")}},
+        {"exits": {}, "files": {"logs/w.out": (0, b"abcdef")}},  # asked before the first came
+        {"exits": {}, "files": {"logs/w.out": (3, b"de")}},  # older than what is here
+        {"exits": {"w": 0}, "files": {"logs/w.out": (6, b"g\n")}},
+    ]
+
+    def call(method: str, *args: Any, timeout: float) -> Any:
+        return 4242 if method == "spawn" else answers.pop(0)
+
+    mirror = AgentMirror("a", call, tmp_path)
+    child = mirror.spawn("w", ["prog"], {}, {}, ["prog"])
+    for _ in range(4):
+        mirror.sync()
+    assert child.output() == "abcdefg\n" and child.proc.poll() == 0
 
 
 def test_agent_kills_what_runs_at_shutdown_and_removes_its_folder(agent: NodeAgent) -> None:
@@ -238,11 +338,11 @@ def test_agent_kills_what_runs_at_shutdown_and_removes_its_folder(agent: NodeAge
 
 
 def test_agent_picks_a_port_free_for_udp_and_tcp(agent: NodeAgent) -> None:
-    first = agent.pick_port([])
-    assert agent.pick_port([first]) != first
+    first = agent.pick_port([], FWD_PORT)
+    assert agent.pick_port([first], FWD_PORT) != first
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
         held.bind(("127.0.0.1", first))  # UDP taken: TCP alone is not enough
-        assert agent.pick_port([]) != first
+        assert agent.pick_port([], FWD_PORT) != first
 
 
 def test_a_new_agent_removes_the_folders_of_dead_agents(
@@ -336,7 +436,7 @@ def test_processes_of_an_agent_that_died_count_as_killed(tmp_path: Path) -> None
         if method == "spawn":
             return 4242
         if method == "sync":
-            return {"exits": {"w": None}, "files": {"logs/w.err": b"started\n"}}
+            return {"exits": {"w": None}, "files": {"logs/w.err": (0, b"started\n")}}
         return None
 
     mirror = AgentMirror("a", call, tmp_path)
