@@ -51,6 +51,19 @@ PREFIX = "icn-ray-"
 OWNER_FILE = "agent"
 
 
+def hold_port(host: str, port: int) -> socket.socket | None:
+    """A hold on ``port`` of ``host`` among the agents of this machine: a Unix socket bound to
+    an abstract name for it (None if another process holds it), which the kernel releases
+    however its process ends, and which leaves no file behind."""
+    held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        held.bind(f"\0{PREFIX}port-{host}-{port}")
+    except OSError:
+        held.close()
+        return None
+    return held
+
+
 def sweep(tmp: Path) -> list[Path]:
     """Remove the directories under ``tmp`` of agents that no longer run (their PID and start
     time no longer name a live process); returns them.  A directory without a readable owner
@@ -84,6 +97,7 @@ class NodeAgent:
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()  # shut down: a waiting sync answers at once
+        self._held: list[socket.socket] = []  # hold_port's, for the ports it picked
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix=f"spawn-{node}")
         self._relay = RelayLoop(f"relay-{node}")
         self.relay_port = self._relay.run(self._relay.serve_node(host, secret, self.socket))
@@ -98,18 +112,24 @@ class NodeAgent:
             "hostname": socket.gethostname(),
         }
 
-    def pick_port(self, taken: list[int], first: int) -> int:
+    def pick_port(self, first: int) -> int:
         """The first port from ``first`` up that is free on ``host`` for both UDP and TCP and
-        not in ``taken`` (the ports of this Ray node's other scenario nodes)."""
+        that no other agent on this machine holds.  The agent holds the port it picks for as
+        long as it lives (:func:`hold_port`): the scenario's other nodes on this Ray node, and
+        other runs on the same cluster, never pick it, even while a fault has the forwarder
+        down."""
         for port in range(first, first + PORT_TRIES):
-            if port in taken:
+            held = hold_port(self.host, port)
+            if held is None:
                 continue
             try:
                 for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
                     with socket.socket(socket.AF_INET, kind) as s:
                         s.bind((self.host, port))
             except OSError:
+                held.close()
                 continue
+            self._held.append(held)
             return port
         raise ConfigError(
             f"node {self.node}: no port free for UDP and TCP on {self.host} between {first} "
@@ -268,5 +288,7 @@ class NodeAgent:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(5.0)
         self._relay.close()
+        for held in self._held:
+            held.close()
         self._spawner.shutdown(wait=False)
         shutil.rmtree(self.base, ignore_errors=True)

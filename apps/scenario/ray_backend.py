@@ -9,10 +9,13 @@ one of its machines, usually the head.  Then, before anything starts:
   live Ray node satisfies is refused, naming what exists;
 * on it, a node agent (:class:`~apps.scenario.ray_agent.NodeAgent`, a Ray actor pinned there
   with NodeAffinitySchedulingStrategy, no CPU reserved) that starts the node's forwarder,
-  services and workloads as its own children and reports on them;
+  services and workloads as its own children and reports on them.  It runs at the launcher's
+  niceness: Ray starts its workers at 15, which the children would inherit, and beside any
+  other load they then got a few per cent of a core (the first management command unanswered
+  in its 4 s, the quickstart's consumer at 72 requests/s instead of 190);
 * each forwarder listens on its Ray node's address, on 6363 or the next port free there when
-  several scenario nodes share a Ray node; links are UDP or TCP faces between those addresses,
-  shaped in the faces as on ``local``;
+  several scenario nodes (or several runs) share a Ray node; links are UDP or TCP faces
+  between those addresses, shaped in the faces as on ``local``;
 * the launcher reaches each forwarder's management through a Unix socket in its socket folder,
   relayed to the agent over an authenticated TCP connection (:mod:`apps.scenario.ray_relay`),
   so routes, faults and counters go through the same ``unix://`` management as on ``local``.
@@ -57,7 +60,7 @@ AGENT_STOP_TIMEOUT = 15.0
 MIRROR_JOIN_TIMEOUT = 5.0
 COLLECT_BYTES = 64 << 20  # per agent: the files processes wrote besides logs and results
 MAX_CONCURRENCY = 8  # an agent answers a wait and the log pulls at once
-NICENESS_ENV = "RAY_worker_niceness"
+NICENESS_ENV = "RAY_worker_niceness"  # a Ray worker's, set by itself as it starts
 
 
 class AgentError(IcnError):
@@ -73,6 +76,12 @@ def import_ray() -> Any:
             "project's ray extra, pip install -e .[ray]"
         ) from None
     return ray
+
+
+def niceness() -> int:
+    """The agents': the launcher's own, as a local child's would be, but not below 0 (a worker
+    may not raise its priority without privileges: Ray's own job supervisor asks for 0 too)."""
+    return max(0, os.getpriority(os.PRIO_PROCESS, 0))
 
 
 def cluster_address(address: str | None) -> str:
@@ -200,7 +209,7 @@ class RayBackend(Backend):
                 max_restarts=0,
                 name=f"agent-{node}",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node.node_id, soft=False),
-                runtime_env={"env_vars": {NICENESS_ENV: str(os.getpriority(os.PRIO_PROCESS, 0))}},
+                runtime_env={"env_vars": {NICENESS_ENV: str(niceness())}},
             ).remote(self.run_id, node, ray_node.address, self.secret)
         nodes = list(self.agents)
         try:
@@ -222,13 +231,10 @@ class RayBackend(Backend):
 
     def _pick_ports(self) -> None:
         """6363 for the first scenario node on a Ray node's address, the next free port for
-        the others (asked one at a time, so two agents never pick the same)."""
-        taken: dict[str, list[int]] = {}
+        the others (each agent holds the port it picked, see ``ray_agent.hold_port``; asked one
+        at a time, so the first node in the file gets 6363)."""
         for node in self.scenario.nodes:
-            ports = taken.setdefault(self.places[node].address, [])
-            port = int(self.mirrors[node].call("pick_port", ports, FWD_PORT))
-            ports.append(port)
-            self.ports[node] = port
+            self.ports[node] = int(self.mirrors[node].call("pick_port", FWD_PORT))
 
     def _write_placement(self) -> None:
         placement = {

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,9 +65,10 @@ class RemoteProc:
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
+        """Sent without waiting for the agent's answer, as a local signal is: the runner sends
+        them from its event loop (SIGUSR1 to every forwarder at each sample, a fault's kill)."""
         if self.returncode is None:
-            with contextlib.suppress(AgentGone):
-                self._mirror.call("signal", self.name, int(sig))
+            self._mirror.post("signal", self.name, int(sig))
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -122,6 +124,8 @@ class AgentMirror:
         self._lock = threading.Lock()  # guards procs and offsets, held only between calls
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # posted calls: in order, each after the one before has been answered
+        self._poster = ThreadPoolExecutor(1, thread_name_prefix=f"post-{node}")
 
     def call(self, method: str, *args: Any, timeout: float = CALL_TIMEOUT) -> Any:
         if self.gone is not None:
@@ -131,6 +135,17 @@ class AgentMirror:
         except AgentGone as exc:
             self._mark_gone(str(exc))
             raise
+
+    def post(self, method: str, *args: Any) -> None:
+        """Call ``method`` without waiting for its answer; a failure is logged (an agent gone
+        is the pulls' to notice)."""
+        if self.gone is None:
+            self._poster.submit(self.call, method, *args).add_done_callback(self._posted)
+
+    def _posted(self, done: Future[Any]) -> None:
+        exc = done.exception()
+        if exc is not None and not isinstance(exc, AgentGone):
+            log.warning("node %s: %s", self.node, exc)
 
     def _mark_gone(self, why: str) -> None:
         if self.gone is None:
@@ -214,5 +229,6 @@ class AgentMirror:
         self._stop.set()
 
     def join(self, timeout: float = CALL_TIMEOUT) -> None:
+        self._poster.shutdown(wait=False, cancel_futures=True)
         if self._thread is not None:
             self._thread.join(timeout)

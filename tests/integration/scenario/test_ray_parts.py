@@ -25,7 +25,7 @@ from apps.procs import icn_argv
 from apps.scenario import ray_agent, ray_relay
 from apps.scenario.backend import FWD_PORT
 from apps.scenario.ray_agent import PYTHON, NodeAgent, sweep
-from apps.scenario.ray_backend import probe
+from apps.scenario.ray_backend import niceness, probe
 from apps.scenario.ray_child import AgentGone, AgentMirror
 from apps.scenario.ray_relay import RelayLoop, new_secret
 from apps.scenario.runs import proc_start_time
@@ -337,12 +337,31 @@ def test_agent_kills_what_runs_at_shutdown_and_removes_its_folder(agent: NodeAge
     assert not base.exists()
 
 
-def test_agent_picks_a_port_free_for_udp_and_tcp(agent: NodeAgent) -> None:
-    first = agent.pick_port([], FWD_PORT)
-    assert agent.pick_port([first], FWD_PORT) != first
+def test_agent_picks_a_port_free_for_udp_and_tcp_that_it_holds(agent: NodeAgent) -> None:
+    first = agent.pick_port(FWD_PORT)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
-        held.bind(("127.0.0.1", first))  # UDP taken: TCP alone is not enough
-        assert agent.pick_port([], FWD_PORT) != first
+        held.bind(("127.0.0.1", first + 1))  # UDP taken: TCP alone is not enough
+        second = agent.pick_port(FWD_PORT)  # its own first pick is held
+    assert first < second != first + 1
+    assert agent.pick_port(first) not in (first, second)
+
+
+def test_two_agents_on_a_machine_never_pick_the_same_port(agent: NodeAgent) -> None:
+    """Two runs on one cluster: a port one agent picked is held until that agent ends, even
+    while nothing listens on it (the forwarder not started yet, or killed by a fault)."""
+    base = FWD_PORT + 700  # apart from the other test's ports, should the two run at once
+    other = NodeAgent("d4e5f6", "b", "127.0.0.1", new_secret())
+    try:
+        mine = agent.pick_port(base)
+        assert other.pick_port(base) != mine
+    finally:
+        other.shutdown()
+    again = NodeAgent("d4e5f6", "c", "127.0.0.1", new_secret())
+    try:
+        agent.shutdown()  # its holds go with it
+        assert again.pick_port(mine) == mine
+    finally:
+        again.shutdown()
 
 
 def test_a_new_agent_removes_the_folders_of_dead_agents(
@@ -400,6 +419,14 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+def test_the_agents_niceness_is_the_launchers_but_not_below_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for launcher, agents in ((0, 0), (7, 7), (-5, 0)):
+        monkeypatch.setattr(os, "getpriority", lambda which, who, n=launcher: n)
+        assert niceness() == agents
+
+
 def test_no_cluster_at_the_address_is_named() -> None:
     port = closed_port()
     with pytest.raises(ConfigError) as info:
@@ -445,7 +472,30 @@ def test_processes_of_an_agent_that_died_count_as_killed(tmp_path: Path) -> None
     assert child.errors() == "started\n" and child.proc.poll() is None and child.pid == 4242
     agent_alive[0] = False
     child.proc.send_signal(signal.SIGUSR1)  # to a dead agent: no error, the process is gone
-    assert child.proc.poll() == -signal.SIGKILL
+    assert wait_until(lambda: child.proc.poll() == -signal.SIGKILL)
     assert child.proc.wait(1) == -signal.SIGKILL and child.stop(1) == -signal.SIGKILL
     with pytest.raises(AgentGone):
         mirror.sync()
+
+
+def test_signals_go_without_waiting_for_the_agent_in_order(tmp_path: Path) -> None:
+    """The runner signals from its event loop: SIGUSR1 to every forwarder at each sample."""
+    got: list[int] = []
+
+    def call(method: str, *args: Any, timeout: float) -> Any:
+        if method == "spawn":
+            return 4242
+        if method == "signal":
+            time.sleep(0.3)  # a busy cluster
+            got.append(args[1])
+            return True
+        return None
+
+    mirror = AgentMirror("a", call, tmp_path)
+    child = mirror.spawn("w", ["prog"], {}, {}, ["prog"])
+    t0 = time.monotonic()
+    child.proc.send_signal(signal.SIGUSR1)
+    child.proc.terminate()
+    assert time.monotonic() - t0 < 0.25
+    assert wait_until(lambda: len(got) == 2) and got == [signal.SIGUSR1, signal.SIGTERM]
+    mirror.join(1)
