@@ -4,7 +4,8 @@ Each Ray node runs inside a network namespace this module creates, because Ray b
 advertises a node's non-loopback address and the tests may send traffic only to loopback or to
 namespaces they made.  The namespaces hang off one bridge namespace, each by a veth pair, on a
 private /24 of this cluster's own; none has a route anywhere else.  Every Ray node gets its own
-``--temp-dir``, no dashboard, a small object store and one CPU.
+``--temp-dir``, no dashboard, no log monitor, a small object store and one CPU; the head starts
+first, the others together.
 
 Teardown stops the Ray processes by PID: every process inside each of the cluster's namespaces
 (``ip netns pids``), never ``ray stop`` (which finds Ray processes by name, machine-wide).  Then
@@ -126,37 +127,58 @@ class RayCluster:
         """``argv`` run inside ``node``'s namespace."""
         return ["ip", "netns", "exec", node.namespace, *argv]
 
-    def start_node(self, node: RayNode) -> None:
+    def start_argv(self, node: RayNode) -> list[str]:
         ray = str(Path(sys.executable).parent / "ray")
         labels = ",".join(f"{k}={v}" for k, v in node.labels.items())
         argv = [
             ray, "start", "--node-ip-address", node.address, "--temp-dir", str(node.temp_dir),
             "--num-cpus", "1", "--object-store-memory", str(OBJECT_STORE_BYTES),
             "--disable-usage-stats", "--labels", labels,
+            # it streams workers' output to drivers, which the launcher does not ask for
+            "--include-log-monitor", "false",
         ]  # fmt: skip
         if node.index == 0:
-            argv += ["--head", "--port", str(GCS_PORT), "--include-dashboard=false"]
+            # no autoscaler (--no-monitor): nothing here scales
+            argv += ["--head", "--port", str(GCS_PORT), "--include-dashboard=false", "--no-monitor"]
         else:
             argv += ["--address", self.address]
-        log = self.workdir / f"ray-start-n{node.index}.log"
-        with open(log, "wb") as out:
-            done = subprocess.run(
-                self.exec_argv(node, argv),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self.env(),
-                timeout=START_TIMEOUT,
-                check=False,
-            )
-        if done.returncode != 0:
-            raise RuntimeError(f"ray start on {node.namespace} failed:\n{log.read_text()[-3000:]}")
+        return argv
+
+    def start_nodes(self, nodes: list[RayNode]) -> None:
+        """``ray start`` on each of ``nodes``, all at once; RuntimeError with the log of one
+        that failed."""
+        started = []
+        try:
+            for node in nodes:
+                log = self.workdir / f"ray-start-n{node.index}.log"
+                with open(log, "wb") as out:
+                    proc = subprocess.Popen(
+                        self.exec_argv(node, self.start_argv(node)),
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        env=self.env(),
+                    )
+                started.append((node, proc, log))
+            deadline = time.monotonic() + START_TIMEOUT
+            for node, proc, log in started:
+                code = proc.wait(max(0.0, deadline - time.monotonic()))
+                if code != 0:
+                    raise RuntimeError(
+                        f"ray start on {node.namespace} failed:\n{log.read_text()[-3000:]}"
+                    )
+        finally:
+            for _, proc, _ in started:  # a start that timed out or outlived a failed one
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(COMMAND_TIMEOUT)
 
     def start(self, count: int = 3) -> None:
+        """The head, then the other nodes together."""
         self.tmp_dir.mkdir(exist_ok=True)
         self.make_network(count)
-        for node in self.nodes:
-            self.start_node(node)
+        self.start_nodes(self.nodes[:1])
+        self.start_nodes(self.nodes[1:])
 
     def python(self, code: str, timeout: float = 60.0) -> str:
         """Run ``code`` with this interpreter in the head's namespace; its stdout."""

@@ -1,10 +1,10 @@
 """The ray backend on a real Ray cluster of three Ray nodes, each in a network namespace of this
 test's own (tests/integration/scenario/ray_cluster.py): the shipped quickstart and failover
-scenarios pass on it with the expectations they meet on ``local``, a placement label no Ray node
-has is refused before anything starts, placements are followed, and a launcher killed outright
-takes every process it started on the cluster with it.
+scenarios pass on it with the expectations they meet on ``local``, every kind of fault works, a
+placement label no Ray node has is refused before anything starts, placements are followed, and
+a launcher stopped by SIGTERM or killed outright leaves no process on the cluster.
 
-One cluster for the module (it takes 10-20 s to start), and the module's tests on one xdist
+One cluster for the module (it takes 5-10 s to start), and the module's tests on one xdist
 worker.  It needs root and iproute2: under CI (``CI`` set, root there) their absence fails the
 module, elsewhere it is skipped with the reason.  The launcher runs in the head's namespace, as
 it would on a cluster's head; every process, namespace and temporary file is removed after the
@@ -115,11 +115,15 @@ def processes_of(run_id: str) -> list[int]:
     return found
 
 
-def nothing_left(cluster: RayCluster, run_id: str, state_dir: Path) -> None:
-    assert not list(state_dir.glob("*.json"))  # the run record finished
+def nothing_left_of(cluster: RayCluster, run_id: str) -> None:
     assert not (cluster.tmp_dir / f"icn-{run_id}").exists()  # the launcher's relay sockets
     assert not list(cluster.tmp_dir.glob(f"icn-ray-{run_id}-*"))  # the agents' folders
     assert processes_of(run_id) == []
+
+
+def nothing_left(cluster: RayCluster, run_id: str, state_dir: Path) -> None:
+    assert not list(state_dir.glob("*.json"))  # the run record finished
+    nothing_left_of(cluster, run_id)
 
 
 def test_quickstart_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -> None:
@@ -180,9 +184,31 @@ def test_failover_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -
     nothing_left(cluster, report["meta"]["run_id"], state_dir)
 
 
+def test_a_placement_label_no_ray_node_has_is_refused_before_anything_starts(
+    cluster: RayCluster, tmp_path: Path, state_dir: Path
+) -> None:
+    path = tmp_path / "mars.yaml"
+    text = (SCENARIOS / "quickstart.yaml").read_text()
+    path.write_text(text + "placement:\n  a: {label: zone=z1}\n  c: {label: zone=mars}\n")
+    out = tmp_path / "out"
+    proc, report = run_on_ray(cluster, path, out)
+    assert proc.returncode == 1 and report is None, proc.stdout + proc.stderr
+    said = " ".join(proc.stdout.split())  # rich wraps long lines
+    assert (
+        "placement.c: no Ray node has the label zone=mars; the labels are zone=z0, zone=z1, "
+        "zone=z2 (and ray.io/node-id=<id> on each node)"
+    ) in said
+    assert "Traceback" not in proc.stdout + proc.stderr
+    # nothing started: no agent, no forwarder, no log
+    run_id = proc.stdout.split(": run ", 1)[1][:6]
+    assert not (out / "placement.json").exists() and not (out / "logs").exists()
+    assert not list(cluster.tmp_dir.glob(f"icn-ray-{run_id}-*"))
+    assert not list(state_dir.glob("*.json"))
+
+
 EVERY_FAULT = """\
 name: every-fault
-duration: 10s
+duration: 11s
 nodes: {a: {}, b: {}, c: {}}
 links:
   - {between: [a, b], delay: 1ms}
@@ -206,21 +232,124 @@ faults:
   - {at: 4.5s, restart: producer}
   - {at: 5s, restart: probe}
   - {at: 6s, kill: b}
-  - {at: 7s, restart: b}
-  - {at: 8.5s, shape: [a, b], delay: 50ms}
+  - {at: 6.5s, restart: b}
+  - {at: 8s, shape: [a, b], delay: 50ms}
 report:
   interval: 500ms
 """
 
 
-def test_every_fault_kind_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -> None:
-    """Cut, restore and shape a link; kill and restart a service, a workload and a node (its
-    TCP link to c made again): as on local (tests/integration/scenario/test_faults.py and
-    test_process_faults.py)."""
-    path = tmp_path / "faults.yaml"
-    path.write_text(EVERY_FAULT)
-    out = tmp_path / "out"
-    proc, report = run_on_ray(cluster, path, out, "--no-plots")
+ONE_NODE = """\
+name: one-node
+duration: 60s
+nodes: {a: {}}
+services:
+  - {name: producer, node: a, entry: apps.workloads:producer, announce: [/p],
+     args: {prefix: /p}}
+workloads:
+  - {name: consumer, node: a, entry: apps.workloads:consumer, start: 0s,
+     args: {prefix: /p, rate: 20}}
+placement:
+  a: {label: zone=%s}
+"""
+
+
+def wait_for(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
+        time.sleep(0.2)
+
+
+class Launcher:
+    """A launcher running ``text`` in the background, its output in ``folder``."""
+
+    def __init__(self, cluster: RayCluster, folder: Path, text: str) -> None:
+        folder.mkdir()
+        self.folder = folder
+        self.out = folder / "out"
+        self.log = folder / "launcher.log"
+        path = folder / "scenario.yaml"
+        path.write_text(text)
+        with open(self.log, "wb") as sink:
+            self.proc = subprocess.Popen(
+                launcher_argv(cluster, path, self.out, "--no-plots"),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=launcher_env(cluster),
+            )
+
+    def running(self) -> bool:
+        """Its workload started (so its forwarders and service run too)."""
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the launcher ended early:\n{self.log.read_text()}")
+        return "workload consumer started" in self.log.read_text()
+
+    def placement(self) -> dict[str, Any]:
+        return json.loads((self.out / "placement.json").read_text())  # type: ignore[no-any-return]
+
+    def run_id(self) -> str:
+        return self.log.read_text().split(": run ", 1)[1][:6]
+
+    def end(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def niceness(pid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def test_every_fault_kind_beside_two_runs_that_are_stopped_and_killed(
+    cluster: RayCluster, tmp_path: Path, state_dir: Path
+) -> None:
+    """Three runs on the cluster at once.  One cuts, restores and shapes a link and kills and
+    restarts a service, a workload and a node (its TCP link to c made again), and it goes as on
+    local (tests/integration/scenario/test_faults.py and test_process_faults.py).  Beside it,
+    on the same Ray nodes (each forwarder on a port of its own), two runs that then end without
+    finishing: one by SIGTERM, which stops the run and everything it started, its logs pulled
+    to the end; one killed outright, with no teardown, so Ray ends its agents, which take their
+    children, and ``icn scenario clean`` removes what it left on the launcher's machine.  Both
+    follow their placement, and what they start runs at the launcher's niceness (not the 15 Ray
+    gives its workers)."""
+    # placed away from where spreading would put them (the first Ray node)
+    stopped = Launcher(cluster, tmp_path / "stopped", ONE_NODE % "z1")
+    killed = Launcher(cluster, tmp_path / "killed", ONE_NODE % "z2")
+    try:
+        path = tmp_path / "faults.yaml"
+        path.write_text(EVERY_FAULT)
+        out = tmp_path / "out"
+        proc, report = run_on_ray(cluster, path, out, "--no-plots")
+        wait_for(lambda: stopped.running() and killed.running(), 60, "both other runs running")
+        ports = [
+            (p["address"], p["port"])
+            for placement in (json.loads((out / "placement.json").read_text()),
+                              stopped.placement(), killed.placement())
+            for p in placement.values()
+        ]  # fmt: skip
+        assert len(set(ports)) == len(ports) == 5, ports
+        assert stopped.placement()["a"]["address"] == cluster.nodes[1].address
+        placement = killed.placement()
+        assert placement["a"]["address"] == cluster.nodes[2].address
+        started = processes_of(killed.run_id())
+        agents = [p["agent_pid"] for p in placement.values()]
+        assert len(started) >= 3 and all(pid_alive(p) for p in agents)  # fwd, producer, consumer
+        mine = niceness(0)
+        for pid in [*started, *agents, *processes_of(stopped.run_id())]:
+            assert niceness(pid) == mine, (pid, niceness(pid))
+
+        killed.proc.send_signal(signal.SIGKILL)  # no teardown: Ray and the agents must do it
+        stopped.proc.send_signal(signal.SIGTERM)  # Ray's own SIGTERM handler must not take over
+        assert stopped.proc.wait(60) == 130, stopped.log.read_text()
+        killed.proc.wait(10)
+        wait_for(lambda: not any(pid_alive(p) for p in agents), 60, "the agents ended")
+        wait_for(lambda: not any(pid_alive(p) for p in started), 10, "their children ended")
+    finally:
+        stopped.end()
+        killed.end()
+
     report = passed(proc, report)
     faults = report["faults"]
     assert all(f["error"] is None and f["applied"] is not None for f in faults), faults
@@ -241,6 +370,9 @@ def test_every_fault_kind_on_ray(cluster: RayCluster, tmp_path: Path, state_dir:
     assert all(v is not None and v < 5.0 for v in recovery.values()), recovery
     assert report["links"]["a-b"]["dropped"]["a>b"] > 0  # the cut, in a's face on its Ray node
     assert report["nodes"]["b"]["restarts"] >= 1
+    # 50 ms each way on a-b once the shape is applied: planned at 8 s, after the restart of b,
+    # which takes 1-3 s under load (b's forwarder, links and service), and faults go in order:
+    # the run lasts until 11 s so that shaped requests complete in the last bins whatever it took
     shaped_at = faults[-1]["applied"]
     late = [b for b in wl["timeline"] if b["t"] >= shaped_at + 0.5 and b["p50_ms"] is not None]
     early = [b for b in wl["timeline"] if 0.5 <= b["t"] < 1.5 and b["p50_ms"] is not None]
@@ -252,118 +384,12 @@ def test_every_fault_kind_on_ray(cluster: RayCluster, tmp_path: Path, state_dir:
     assert not [e for e in events if "exited with code" in e or "crashed" in e], events
     for name in ("producer.1.out", "probe.1.out", "fwd-b.1.err", "side.1.out"):
         assert (out / "logs" / name).exists(), name  # restarts' logs, pulled back
-    nothing_left(cluster, report["meta"]["run_id"], state_dir)
+    nothing_left_of(cluster, report["meta"]["run_id"])
 
-
-def test_a_placement_label_no_ray_node_has_is_refused_before_anything_starts(
-    cluster: RayCluster, tmp_path: Path, state_dir: Path
-) -> None:
-    path = tmp_path / "mars.yaml"
-    text = (SCENARIOS / "quickstart.yaml").read_text()
-    path.write_text(text + "placement:\n  a: {label: zone=z1}\n  c: {label: zone=mars}\n")
-    out = tmp_path / "out"
-    proc, report = run_on_ray(cluster, path, out)
-    assert proc.returncode == 1 and report is None, proc.stdout + proc.stderr
-    said = " ".join(proc.stdout.split())  # rich wraps long lines
-    assert (
-        "placement.c: no Ray node has the label zone=mars; the labels are zone=z0, zone=z1, "
-        "zone=z2 (and ray.io/node-id=<id> on each node)"
-    ) in said
-    assert "Traceback" not in proc.stdout + proc.stderr
-    # nothing started: no agent, no forwarder, no log
-    run_id = proc.stdout.split(": run ", 1)[1][:6]
-    assert not (out / "placement.json").exists() and not (out / "logs").exists()
-    assert not list(cluster.tmp_dir.glob(f"icn-ray-{run_id}-*"))
-    assert not list(state_dir.glob("*.json"))
-
-
-PINNED = """\
-name: pinned
-duration: 60s
-nodes: {a: {}, b: {}}
-links:
-  - {between: [a, b]}
-services:
-  - {name: producer, node: b, entry: apps.workloads:producer, announce: [/p],
-     args: {prefix: /p}}
-workloads:
-  - {name: consumer, node: a, entry: apps.workloads:consumer, start: 0s,
-     args: {prefix: /p, rate: 20}}
-placement:
-  a: {label: zone=z2}
-  b: {label: zone=z1}
-"""
-
-
-def wait_for(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
-        time.sleep(0.2)
-
-
-def start_pinned(cluster: RayCluster, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
-    """The launcher of PINNED, once its consumer records; its output folder."""
-    path = tmp_path / "pinned.yaml"
-    path.write_text(PINNED)
-    out = tmp_path / "out"
-    with open(tmp_path / "launcher.log", "wb") as sink:
-        launcher = subprocess.Popen(
-            launcher_argv(cluster, path, out, "--no-plots"),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=launcher_env(cluster),
-        )
-    try:
-        results = out / "results" / "consumer.jsonl"
-        wait_for(lambda: results.exists() and results.stat().st_size > 0, 90, "records")
-    except BaseException:
-        launcher.kill()
-        launcher.wait(10)
-        raise
-    return launcher, out
-
-
-def test_sigterm_stops_the_run_and_everything_it_started(
-    cluster: RayCluster, tmp_path: Path, state_dir: Path
-) -> None:
-    launcher, out = start_pinned(cluster, tmp_path)
-    try:
-        run_id = json.loads(next(state_dir.glob("*.json")).read_text())["run_id"]
-        assert processes_of(run_id)
-        launcher.send_signal(signal.SIGTERM)  # Ray's own SIGTERM handler must not take over
-        assert launcher.wait(60) == 130, (tmp_path / "launcher.log").read_text()
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait(10)
-    assert "interrupted" in (tmp_path / "launcher.log").read_text()
-    assert (out / "logs" / "fwd-a.err").stat().st_size > 0  # logs pulled to the end
-    nothing_left(cluster, run_id, state_dir)
-
-
-def test_placement_is_followed_and_a_killed_launcher_takes_everything_with_it(
-    cluster: RayCluster, tmp_path: Path, state_dir: Path
-) -> None:
-    launcher, out = start_pinned(cluster, tmp_path)
-    try:
-        placement = json.loads((out / "placement.json").read_text())
-        assert placement["a"]["address"] == cluster.nodes[2].address
-        assert placement["b"]["address"] == cluster.nodes[1].address
-        run_id = json.loads(next(state_dir.glob("*.json")).read_text())["run_id"]
-        started = processes_of(run_id)
-        agents = [p["agent_pid"] for p in placement.values()]
-        assert len(started) >= 4 and all(pid_alive(p) for p in agents)  # 2 fwds, 2 processes
-        launcher.send_signal(signal.SIGKILL)  # no teardown: Ray and the agents must do it
-        launcher.wait(10)
-        wait_for(lambda: not any(pid_alive(p) for p in agents), 60, "the agents ended")
-        wait_for(lambda: not any(pid_alive(p) for p in started), 10, "their children ended")
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait(10)
-    # what the launcher left on its own machine: `clean` removes it, as after a local run
+    assert "interrupted" in stopped.log.read_text()
+    assert "forwarder stopped" in (stopped.out / "logs" / "fwd-a.err").read_text()  # to the end
+    nothing_left_of(cluster, stopped.run_id())
+    # what the killed launcher left on its own machine: `clean` removes it, as after a local run
     done = subprocess.run(
         icn_argv("scenario", "clean"),
         capture_output=True,
@@ -372,6 +398,6 @@ def test_placement_is_followed_and_a_killed_launcher_takes_everything_with_it(
         env=cluster.env(),
     )
     assert done.returncode == 0, done.stderr
-    assert f"removed {cluster.tmp_dir / f'icn-{run_id}'}" in done.stdout
-    assert not list(state_dir.glob("*.json"))
-    assert processes_of(run_id) == []
+    assert f"removed {cluster.tmp_dir / f'icn-{killed.run_id()}'}" in done.stdout
+    assert not list(state_dir.glob("*.json"))  # every run record finished or cleaned
+    assert processes_of(killed.run_id()) == []  # its agents' folders: the next agents sweep them
