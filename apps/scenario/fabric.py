@@ -12,8 +12,9 @@ that one after another took longer than starting the forwarders.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -40,6 +41,25 @@ COMMAND_LIFETIME_MS = int(COMMAND_TIMEOUT * 1000)
 MGMT_BATCH = 32
 
 T = TypeVar("T")
+
+
+class NoAnswer(IcnError):
+    """A node's forwarder did not answer the launcher's management in time."""
+
+
+@contextlib.asynccontextmanager
+async def answered_within(node: str, what: str, seconds: float) -> AsyncIterator[None]:
+    """``asyncio.timeout(seconds)`` whose expiry says which node did not answer what: a bare
+    TimeoutError has no text (and is an OSError), so the launcher printed ``error: `` and
+    nothing else."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise NoAnswer(
+            f"{node}'s forwarder did not answer {what} within {seconds:g} s "
+            f"(its log: logs/fwd-{node}.err, or the packed host's)"
+        ) from None
 
 
 async def batched(jobs: Iterable[Awaitable[T]], limit: int = MGMT_BATCH) -> list[T]:
@@ -131,7 +151,7 @@ class Fabric:
             self.detach(node)
 
     async def command(self, node: str, module: str, verb: str, **params: Any) -> dict[str, Any]:
-        async with asyncio.timeout(COMMAND_TIMEOUT):
+        async with answered_within(node, f"{module}/{verb}", COMMAND_TIMEOUT):
             return await mgmt_client.command(
                 self.endpoints[node], module, verb, lifetime_ms=COMMAND_LIFETIME_MS, **params
             )
@@ -185,7 +205,7 @@ class Fabric:
         return int((await self._create_face_body(node, uri))["face_id"])
 
     async def _accepted_face(self, node: str, remote_uri: str, timeout: float = 5.0) -> int:
-        async with asyncio.timeout(timeout):
+        async with answered_within(node, f"faces/list with {remote_uri}", timeout):
             while True:
                 faces = await mgmt_client.status(self.endpoints[node], "faces/list")
                 for f in faces:
@@ -201,7 +221,7 @@ class Fabric:
             params = shaping.params(cut=link.name in self.cut)
             if shaping.seed is not None:  # the two directions draw different losses
                 params["seed"] = shaping.seed * 2 + link.between.index(node)
-            async with asyncio.timeout(COMMAND_TIMEOUT):
+            async with answered_within(node, "link/shape", COMMAND_TIMEOUT):
                 await mgmt_client.shape_face(
                     self.endpoints[node], face_id, lifetime_ms=COMMAND_LIFETIME_MS, **params
                 )

@@ -115,3 +115,23 @@ async def test_a_command_lives_as_long_as_the_launcher_waits_for_it(
     fab.link_faces[sc.links[0].name]["a"] = 7
     await fab.apply_shaping(sc.links[0])
     assert lifetimes == [fabric_module.COMMAND_TIMEOUT * 1000] * 2
+
+
+async def test_a_node_that_does_not_answer_is_named_with_the_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a bare TimeoutError has no text: the launcher printed "error: " and nothing else
+    from apps.scenario import fabric as fabric_module
+    from icn.dataplane import mgmt_client
+
+    async def command(ep: Endpoint, module: str, verb: str, **params: Any) -> dict[str, Any]:
+        await asyncio.sleep(10)
+        return {}
+
+    monkeypatch.setattr(mgmt_client, "command", command)
+    monkeypatch.setattr(fabric_module, "COMMAND_TIMEOUT", 0.05)
+    fab = Fabric(scenario(DIAMOND), cast(Backend, None))
+    fab.endpoints["b"] = cast(Endpoint, Conn())
+    with pytest.raises(fabric_module.NoAnswer) as caught:
+        await fab.command("b", "faces", "create", uri="udp4://127.0.0.1:6363")
+    assert str(caught.value).startswith("b's forwarder did not answer faces/create within 0.05 s")
