@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[3]
 GCS_PORT = 6379
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # about Ray's minimum
 START_TIMEOUT = 120.0
+RAYLET_LATE = "The current node timed out during startup"  # ray start's words
 COMMAND_TIMEOUT = 20.0
 
 
@@ -49,6 +50,14 @@ class RayNode:
     address: str
     labels: dict[str, str]
     temp_dir: Path
+
+    def raylet_pid(self) -> int:
+        """The PID of the node's raylet (the process inside its namespace named so)."""
+        for tok in _ip("netns", "pids", self.namespace).split():
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{tok}/comm").read_text().strip() == "raylet":
+                    return int(tok)
+        raise RuntimeError(f"no raylet runs in {self.namespace}")
 
 
 @dataclass
@@ -146,8 +155,12 @@ class RayCluster:
 
     def start_nodes(self, nodes: list[RayNode]) -> None:
         """``ray start`` on each of ``nodes``, all at once; RuntimeError with the log of one
-        that failed."""
+        that failed.  ``ray start`` gives up on a raylet that has not registered within 30 s
+        (a fixed wait), which a loaded machine can exceed: then the node, started all the same,
+        is waited for in the cluster's list of live nodes."""
         started = []
+        late: list[RayNode] = []
+        deadline = time.monotonic() + START_TIMEOUT
         try:
             for node in nodes:
                 log = self.workdir / f"ray-start-n{node.index}.log"
@@ -160,10 +173,11 @@ class RayCluster:
                         env=self.env(),
                     )
                 started.append((node, proc, log))
-            deadline = time.monotonic() + START_TIMEOUT
             for node, proc, log in started:
                 code = proc.wait(max(0.0, deadline - time.monotonic()))
-                if code != 0:
+                if code != 0 and RAYLET_LATE in log.read_text():
+                    late.append(node)
+                elif code != 0:
                     raise RuntimeError(
                         f"ray start on {node.namespace} failed:\n{log.read_text()[-3000:]}"
                     )
@@ -172,6 +186,24 @@ class RayCluster:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait(COMMAND_TIMEOUT)
+        if late:
+            self.wait_alive(late, max(1.0, deadline - time.monotonic()))
+
+    def wait_alive(self, nodes: list[RayNode], timeout: float) -> None:
+        """Until the cluster lists ``nodes`` as alive; RuntimeError after ``timeout``."""
+        want = sorted(n.address for n in nodes)
+        code = f"""
+import time, ray
+ray.init(address={self.address!r}, logging_level="ERROR", log_to_driver=False)
+deadline = time.monotonic() + {timeout}
+while time.monotonic() < deadline:
+    if set({want!r}) <= {{n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}}:
+        print("alive")
+        break
+    time.sleep(0.5)
+"""
+        if "alive" not in self.python(code, timeout=timeout + COMMAND_TIMEOUT * 3):
+            raise RuntimeError(f"the Ray nodes at {', '.join(want)} never registered")
 
     def start(self, count: int = 3) -> None:
         """The head, then the other nodes together."""
