@@ -9,10 +9,11 @@ one of its machines, usually the head.  Then, before anything starts:
   live Ray node satisfies is refused, naming what exists;
 * on it, a node agent (:class:`~apps.scenario.ray_agent.NodeAgent`, a Ray actor pinned there
   with NodeAffinitySchedulingStrategy, no CPU reserved) that starts the node's forwarder,
-  services and workloads as its own children and reports on them.  It runs at the launcher's
-  niceness: Ray starts its workers at 15, which the children would inherit, and beside any
-  other load they then got a few per cent of a core (the first management command unanswered
-  in its 4 s, the quickstart's consumer at 72 requests/s instead of 190);
+  services and workloads as its own children and reports on them.  It runs at its Ray node's
+  own niceness (the raylet's): Ray puts its workers 15 below that by default, which the
+  children would inherit, and beside any other load they then got a few per cent of a core
+  (the first management command unanswered in its 4 s, the quickstart's consumer at 72
+  requests/s instead of 190);
 * each forwarder listens on its Ray node's address, on 6363 or the next port free there when
   several scenario nodes (or several runs) share a Ray node; links are UDP or TCP faces
   between those addresses, shaped in the faces as on ``local``;
@@ -60,7 +61,9 @@ AGENT_STOP_TIMEOUT = 15.0
 MIRROR_JOIN_TIMEOUT = 5.0
 COLLECT_BYTES = 64 << 20  # per agent: the files processes wrote besides logs and results
 MAX_CONCURRENCY = 8  # an agent answers a wait and the log pulls at once
-NICENESS_ENV = "RAY_worker_niceness"  # a Ray worker's, set by itself as it starts
+# how much nicer than its raylet a Ray worker makes itself as it starts (15 by default); Ray's
+# own job supervisor asks for 0 this way too
+WORKER_NICENESS = {"RAY_worker_niceness": "0"}
 
 
 class AgentError(IcnError):
@@ -76,12 +79,6 @@ def import_ray() -> Any:
             "project's ray extra, pip install -e .[ray]"
         ) from None
     return ray
-
-
-def niceness() -> int:
-    """The agents': the launcher's own, as a local child's would be, but not below 0 (a worker
-    may not raise its priority without privileges: Ray's own job supervisor asks for 0 too)."""
-    return max(0, os.getpriority(os.PRIO_PROCESS, 0))
 
 
 def cluster_address(address: str | None) -> str:
@@ -209,7 +206,7 @@ class RayBackend(Backend):
                 max_restarts=0,
                 name=f"agent-{node}",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node.node_id, soft=False),
-                runtime_env={"env_vars": {NICENESS_ENV: str(niceness())}},
+                runtime_env={"env_vars": dict(WORKER_NICENESS)},
             ).remote(self.run_id, node, ray_node.address, self.secret)
         nodes = list(self.agents)
         try:

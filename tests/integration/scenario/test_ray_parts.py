@@ -25,7 +25,7 @@ from apps.procs import icn_argv
 from apps.scenario import ray_agent, ray_relay
 from apps.scenario.backend import FWD_PORT
 from apps.scenario.ray_agent import PYTHON, NodeAgent, sweep
-from apps.scenario.ray_backend import niceness, probe
+from apps.scenario.ray_backend import probe
 from apps.scenario.ray_child import AgentGone, AgentMirror
 from apps.scenario.ray_relay import RelayLoop, new_secret
 from apps.scenario.runs import proc_start_time
@@ -426,14 +426,6 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def test_the_agents_niceness_is_the_launchers_but_not_below_0(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for launcher, agents in ((0, 0), (7, 7), (-5, 0)):
-        monkeypatch.setattr(os, "getpriority", lambda which, who, n=launcher: n)
-        assert niceness() == agents
 
 
 def test_no_cluster_at_the_address_is_named() -> None:
