@@ -47,7 +47,7 @@ def test_every_fault_kind(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None
     # 8 s) late: 9.6 s beside a saturated suite worker, and past the end of a 12 s run at a
     # measured slow-down of 5.5 (once in a suite run, with other work on the machine).  The
     # run is longer by as much as the load it meets at its start makes it slower.
-    path.write_text(SCENARIO.replace("DURATION", f"{12.0 + 4.0 * (cpu.scale - 1.0):.1f}s"))
+    path.write_text(SCENARIO.replace("DURATION", f"{12.0 + 2.0 * (cpu.scale - 1.0):.1f}s"))
     proc, report = run_scenario(path, tmp_path / "out", "--no-plots", timeout=cpu.budget(120))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     faults = report["faults"]
