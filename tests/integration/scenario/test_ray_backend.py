@@ -225,8 +225,8 @@ workloads:
   - {name: probe, node: a, entry: "apps.workloads:consumer", start: 500ms,
      args: {prefix: /side, rate: 10}}
 faults:
-  - {at: 2s, cut: [a, b]}
-  - {at: 3s, restore: a-b}
+  - {at: 1.5s, cut: [a, b]}
+  - {at: 2.5s, restore: a-b}
   - {at: 3.5s, kill: producer}
   - {at: 4s, kill: probe}
   - {at: 4.5s, restart: producer}
@@ -368,16 +368,14 @@ def test_every_fault_kind_beside_two_runs_that_are_stopped_and_killed(
     recovery = {r["fault"]: r["recovery_s"] for r in wl["recovery"]}
     assert set(recovery) == {"cut a-b", "kill service producer", "kill b"}, recovery
     assert all(v is not None and v < 5.0 for v in recovery.values()), recovery
-    # the cut, in a's face on its Ray node.  Drops are counted from a's first sample on, so the
-    # cut comes at 2 s as on local: at 1.5 s, 0 drops were seen once under a load of 12
-    assert report["links"]["a-b"]["dropped"]["a>b"] > 0
+    assert report["links"]["a-b"]["dropped"]["a>b"] > 0  # the cut, in a's face on its Ray node
     assert report["nodes"]["b"]["restarts"] >= 1
     # 50 ms each way on a-b once the shape is applied: planned at 8 s, after the restart of b,
     # which takes 1-3 s under load (b's forwarder, links and service), and faults go in order:
     # the run lasts until 11 s so that shaped requests complete in the last bins whatever it took
     shaped_at = faults[-1]["applied"]
     late = [b for b in wl["timeline"] if b["t"] >= shaped_at + 0.5 and b["p50_ms"] is not None]
-    early = [b for b in wl["timeline"] if 0.5 <= b["t"] < 2.0 and b["p50_ms"] is not None]
+    early = [b for b in wl["timeline"] if 0.5 <= b["t"] < 1.5 and b["p50_ms"] is not None]
     assert late and early
     assert min(b["p50_ms"] for b in late) > 90 > max(b["p50_ms"] for b in early)
     events = [e["text"] for e in report["meta"]["events"]]
