@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -499,12 +500,20 @@ def parse_ints(text: str) -> list[int]:
     return values
 
 
-def parse_modes(text: str) -> list[str]:
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise argparse.ArgumentTypeError(f"{text!r}: choose among {','.join(MODES)}")
-    return modes
+def parse_choices(allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    """An argparse type for a comma-separated list of some of ``allowed`` (the benches' --modes,
+    --shapes...)."""
+
+    def parse(text: str) -> list[str]:
+        chosen = [c.strip() for c in text.split(",") if c.strip()]
+        if not chosen or any(c not in allowed for c in chosen):
+            raise argparse.ArgumentTypeError(f"{text!r}: choose among {','.join(allowed)}")
+        return chosen
+
+    return parse
+
+
+parse_modes = parse_choices(MODES)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ from bench.allreduce import (  # noqa: E402
     all_request,
     check,
     cpu_seconds,
+    parse_choices,
     parse_ints,
     references,
     start_worker,
@@ -592,11 +593,7 @@ def parse_rates(text: str) -> list[float]:
     return rates
 
 
-def parse_modes(text: str) -> list[str]:
-    modes = [m.strip() for m in text.split(",") if m.strip()]
-    if not modes or any(m not in MODES for m in modes):
-        raise argparse.ArgumentTypeError(f"{text!r}: choose among {','.join(MODES)}")
-    return modes
+parse_modes = parse_choices(MODES)
 
 
 def preflight(modes: list[str]) -> Iterator[str]:

@@ -266,22 +266,16 @@ def main(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def parse_shapes(text: str) -> list[str]:
-    shapes = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in shapes if s not in SHAPES]
-    if bad or not shapes:
-        raise argparse.ArgumentTypeError(f"{text!r}: use {' and/or '.join(SHAPES)}, e.g. line")
-    return shapes
-
-
 if __name__ == "__main__":
     if str(ROOT) not in sys.path:  # run as a script: apps sits beside bench
         sys.path.insert(0, str(ROOT))
-    from bench.allreduce import parse_ints  # the size list, as the allreduce benches read theirs
+    # the size and shape lists, as the allreduce benches read theirs
+    from bench.allreduce import parse_choices, parse_ints
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sizes", type=parse_ints, default=[25, 50, 100, 200], help="node counts")
-    ap.add_argument("--shapes", type=parse_shapes, default=list(SHAPES), help="line, random")
+    shapes = parse_choices(SHAPES)
+    ap.add_argument("--shapes", type=shapes, default=list(SHAPES), help="line, random")
     ap.add_argument(
         "--per-process", type=int, default=None, help="nodes_per_process (default: automatic)"
     )
