@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from compute.collective.combine import Part, combine, part_pieces, read_part
+from compute.collective.combine import Part, check_parts, combine, part_pieces, read_part
 from compute.collective.errors import CollectiveError
 from compute.collective.fetch import fetch_one
 from compute.collective.names import JobNames
 from compute.collective.plan import Plan
 from compute.collective.publisher import ChunkPublisher, Key
-from compute.collective.wire import chunk_signer, encode_error
+from compute.collective.shared import SharedArena, SharedMaps
+from compute.collective.wire import Layout, chunk_lead, chunk_signer, encode_error
 from icn.dataplane.endpoint import Endpoint
 from icn.errors import InterestNack, InterestTimeout
 
@@ -51,6 +52,7 @@ class Aggregator:
         keep_rounds: int = 4,
         max_in_flight: int = 16,
         signature: str = "digest",
+        shared: bool = False,
     ) -> None:
         if not plan.is_aggregator(node):
             raise CollectiveError(f"{node!r} is not an aggregator of the plan", plan.job)
@@ -79,6 +81,9 @@ class Aggregator:
         # every chunk is folded into this one buffer and copied out into its packet at once,
         # with no await between: the buffer is free again for the next chunk
         self._scratch = np.empty(0, dtype=np.uint8)
+        # shared: sums are folded into a memory file and referred to (compute/collective/shared)
+        self.arena = SharedArena(f"icn-agg-{node}", keep_rounds) if shared else None
+        self.maps = SharedMaps()  # children's chunks in shared memory, whatever ``shared`` is
 
     async def start(self, register: bool = True) -> None:
         await self.publisher.start(register)
@@ -87,6 +92,9 @@ class Aggregator:
         for task in list(self._tasks):
             task.cancel()
         await self.publisher.close()
+        self.maps.close()
+        if self.arena is not None:
+            self.arena.close()
 
     def stats(self) -> dict[str, Any]:
         return {**self.counters, "bypassed": sorted(self.gone)}
@@ -127,9 +135,16 @@ class Aggregator:
             kids = self.plan.children[self.node]
             try:
                 parts = await self._parts(self.node, key, until)
-                header, total = combine(parts, kids, self._buffer)
-                self._chunk_bytes = int(header.get("cb", self._chunk_bytes))
-                lead, payload = part_pieces((header, total))
+                header, total = combine(parts, kids, self._out(key, parts))
+                check_parts(parts, kids, self.maps)
+                # what a pull brings: the chunk, or only a reference to it
+                shm = "shm" in parts[0][0]
+                self._chunk_bytes = 4096 if shm else int(header.get("cb", self._chunk_bytes))
+                if self.arena is not None:
+                    header["shm"] = self.arena.seal(key[0], key[-1], total.nbytes).encode()
+                    lead, payload = chunk_lead(header), memoryview(b"")
+                else:
+                    lead, payload = part_pieces((header, total))
                 self.counters["chunks_aggregated"] += 1
             except CollectiveError as exc:
                 self.counters["chunks_failed"] += 1
@@ -138,6 +153,18 @@ class Aggregator:
             self.publisher.put(key, payload, lead)  # copies the sum out of the buffer
         finally:
             self._leave()
+
+    def _out(self, key: Key, parts: list[Part]) -> Any:
+        """Where ``key``'s fold goes: the reused buffer, or its place in the memory file."""
+        arena = self.arena
+        if arena is None:
+            return self._buffer
+        layout = Layout.from_header(parts[0][0])
+
+        def place(dtype: np.dtype[Any], items: int) -> np.ndarray[Any, Any]:
+            return arena.place(key[0], layout, key[-1], items * dtype.itemsize).view(dtype)
+
+        return place
 
     def _buffer(self, dtype: np.dtype[Any], items: int) -> np.ndarray[Any, Any]:
         """The reused buffer, as ``items`` of ``dtype`` (grown to the largest chunk seen)."""
@@ -168,7 +195,7 @@ class Aggregator:
                     f"worker {kid} did not contribute round {key[0]} chunk {key[1]} within "
                     f"{self.member_timeout:g} s (dead, or a straggler past the deadline)"
                 ) from None
-            return read_part(content, f"worker {kid}")
+            return read_part(content, f"worker {kid}", self.maps)
         loop = asyncio.get_running_loop()
         name = JobNames.piece(self.names.agg_prefix(kid), *key)
         wait, lifetime_ms = self.bypass_after, min(self.lifetime_ms, int(self.bypass_after * 1000))
@@ -185,7 +212,7 @@ class Aggregator:
                     nack_gives_up=True,
                 )
                 self._heard[kid] = loop.time()
-                return read_part(content, f"aggregator {kid}")
+                return read_part(content, f"aggregator {kid}", self.maps)
             except InterestNack:
                 if kid not in self.gone:
                     log.warning(
@@ -213,4 +240,7 @@ class Aggregator:
         # the bypass starts the members' clock again: a straggler under a dead aggregator
         # gets the whole member timeout, and a dead worker is named, not its neighbours
         parts = await self._parts(kid, key, loop.time() + self.member_timeout)
-        return combine(parts, self.plan.children[kid])  # a new array: it waits for its siblings
+        grandkids = self.plan.children[kid]
+        total = combine(parts, grandkids)  # a new array: it waits for its siblings
+        check_parts(parts, grandkids, self.maps)
+        return total

@@ -9,6 +9,7 @@ import numpy as np
 
 from compute.collective.errors import CollectiveError
 from compute.collective.ops import fold
+from compute.collective.shared import Ref, SharedMaps
 from compute.collective.wire import Layout, chunk_lead, decode_chunk, payload_array
 from icn.errors import DecodeError
 from icn.wire.tlv import Buffer
@@ -16,16 +17,29 @@ from icn.wire.tlv import Buffer
 Part = tuple[dict[str, Any], Any]  # (header, 1-D array)
 
 
-def read_part(content: Buffer, source: str) -> Part:
-    """A child's chunk, decoded (its array a view of ``content``); its error (if it reports
-    one) raised as CollectiveError."""
+def read_part(content: Buffer, source: str, maps: SharedMaps | None = None) -> Part:
+    """A child's chunk, decoded (its array a view of ``content``, or of the shared memory its
+    header refers to: then :func:`check_parts` once it has been read); its error (if it
+    reports one) raised as CollectiveError."""
     try:
         header, payload = decode_chunk(content)
         if "error" in header:
             raise CollectiveError(str(header["error"]))
+        if "shm" in header:
+            if payload or maps is None:
+                raise DecodeError("a shared-memory reference where chunk bytes were expected")
+            payload = maps.view(Ref.decode(header["shm"]), source)
         return header, payload_array(header, payload)
-    except DecodeError as exc:
+    except (DecodeError, ValueError) as exc:
         raise CollectiveError(f"{source} sent a malformed chunk: {exc}") from None
+
+
+def check_parts(parts: Sequence[Part], sources: Sequence[str], maps: SharedMaps) -> None:
+    """CollectiveError if a part read from shared memory was overwritten while it was read."""
+    for (header, _), source in zip(parts, sources, strict=True):
+        ref = header.get("shm")
+        if ref is not None:
+            maps.check(Ref.decode(ref), source)
 
 
 def combine(
@@ -52,6 +66,7 @@ def combine(
     into = None if out is None else out(arrays[0].dtype, len(arrays[0]))
     total = fold(arrays, str(first["op"]), into)
     header = dict(first)
+    header.pop("shm", None)  # where the first part was, not the total
     header["n"] = sum(int(h.get("n", 1)) for h, _ in parts)
     return header, total
 

@@ -16,13 +16,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from compute.collective.combine import read_part
+from compute.collective.combine import check_parts, read_part
 from compute.collective.errors import CollectiveError
 from compute.collective.fetch import fetch_many
 from compute.collective.names import JobNames
 from compute.collective.ops import check_op, finish
 from compute.collective.plan import Plan
 from compute.collective.publisher import ChunkPublisher
+from compute.collective.shared import SharedArena, SharedMaps
 from compute.collective.wire import Layout, chunk_lead, chunk_signer
 from icn.dataplane.endpoint import Endpoint
 from icn.wire import tlv_types as T
@@ -36,6 +37,8 @@ from icn.wire import tlv_types as T
 DEFAULT_CHUNK = 8192
 LOCAL_CHUNK = 1024 * 1024
 MAX_CHUNK = T.MAX_LOCAL_PACKET_SIZE - 4096  # room for the name, chunk header and signature
+# shared: a chunk is a place in a memory file, not a packet: only the pipelining bounds it
+MAX_SHARED_CHUNK = 64 << 20
 Mode = Literal["tree", "ring"]
 
 
@@ -65,12 +68,22 @@ class Collective:
         deadline: float = 60.0,
         keep_rounds: int = 4,
         signature: str = "digest",
+        shared: bool = False,
     ) -> None:
         if worker not in plan.workers:
             raise CollectiveError(f"{worker!r} is not a worker of the plan", plan.job)
         if mode not in ("tree", "ring"):
             raise CollectiveError(f"mode {mode!r}: use tree or ring", plan.job)
-        if not 64 <= chunk_bytes <= MAX_CHUNK:
+        if shared and mode != "tree":
+            raise CollectiveError(
+                f"shared=True works in mode tree (through aggregators), not {mode}", plan.job
+            )
+        if shared and not 64 <= chunk_bytes <= MAX_SHARED_CHUNK:
+            raise CollectiveError(
+                f"chunk_bytes {chunk_bytes}: with shared=True must be in [64, {MAX_SHARED_CHUNK}]",
+                plan.job,
+            )
+        if not shared and not 64 <= chunk_bytes <= MAX_CHUNK:
             raise CollectiveError(
                 f"chunk_bytes {chunk_bytes}: must be in [64, {MAX_CHUNK}] (a chunk, its header, "
                 "name and signature travel in one packet; local faces carry up to 4 MiB)",
@@ -86,6 +99,9 @@ class Collective:
         self.deadline = deadline
         self.counters: Counter[str] = Counter()
         self.round = 0
+        # shared: allreduce's chunks go through a memory file (compute/collective/shared)
+        self.arena = SharedArena(f"icn-w-{worker}", keep_rounds) if shared else None
+        self.maps = SharedMaps()  # sums in shared memory, whatever ``shared`` is
         signer = chunk_signer(signature, plan.job)
         self.publisher = ChunkPublisher(
             ep,
@@ -112,6 +128,9 @@ class Collective:
         await self.publisher.close()
         if self.mode == "ring":
             await self.ring_publisher.close()
+        self.maps.close()
+        if self.arena is not None:
+            self.arena.close()
 
     async def __aenter__(self) -> Collective:
         await self.start()
@@ -151,7 +170,10 @@ class Collective:
         # they are copied into their packets before the caller may change the array.  A
         # result written over ``arr`` as it arrives would change them: then they are copied.
         view = dest is None or not np.may_share_memory(dest, arr)
-        layout = self._publish(rnd, arr, op, view=view)
+        if self.arena is not None:
+            layout = self._publish_shared(rnd, arr, op, self.arena)
+        else:
+            layout = self._publish(rnd, arr, op, view=view)
         try:
             total = await self._fetch_sum(rnd, layout, dest)
         except BaseException:
@@ -248,6 +270,23 @@ class Collective:
             put((rnd, chunk), flat[start:end], lead, view=view)
         return layout
 
+    def _publish_shared(
+        self, rnd: int, arr: np.ndarray[Any, Any], op: str, arena: SharedArena
+    ) -> Layout:
+        """Publish ``arr`` as round ``rnd``'s chunks, each copied once into the memory file
+        and its Data a reference to it (safe to reuse two rounds on: see shared.py)."""
+        if arr.dtype.hasobject:
+            raise CollectiveError(f"dtype {arr.dtype}: only numeric arrays travel", self.names.job)
+        layout = Layout.of(arr, self.chunk_bytes)
+        flat = arr.reshape(-1).view(np.uint8).data
+        header = layout.header(op, 1)
+        put = self.publisher.put
+        for chunk in range(layout.chunks):
+            start, end = layout.span(chunk)
+            ref = arena.write(rnd, layout, chunk, flat[start:end])
+            put((rnd, chunk), b"", chunk_lead({**header, "shm": ref.encode()}))
+        return layout
+
     def _until(self) -> float:
         return asyncio.get_running_loop().time() + self.deadline
 
@@ -285,12 +324,13 @@ class Collective:
         what = f"{self.names.job} round {rnd}"
 
         def place(chunk: int, content: memoryview) -> None:
-            header, part = read_part(content, "the sum")
+            header, part = read_part(content, "the sum", self.maps)
             if header.get("n") != self.size:
                 raise CollectiveError(
                     f"{what}: the sum covers {header.get('n')} of {self.size} workers"
                 )
             self._place(out, layout, chunk, header, part, "the sum")
+            check_parts(((header, part),), ("the sum",), self.maps)
 
         await self.fetch(names, place, what)
         return out.view(layout.dtype).reshape(layout.shape) if dest is None else dest
