@@ -17,8 +17,14 @@ sent to the root's face (the aggregator's; ring: worker 0's) during the timed ro
 faces/list counters; for gloo, the ring algorithm's 2(N-1)/N*S per rank (theory, not measured).
 The ratios are our time / gloo's time (below 1 favours ours).
 
+Every process runs on this host, so in-network and ps pass the chunks' bytes in shared memory
+(compute/collective/shared.py): each Data carries a reference to its bytes in the producer's
+memory file, and the root's bytes received are those references.  --payloads packets puts the
+bytes in the packets, through the Unix sockets and the forwarder, as between hosts.
+
 Run: .venv/bin/python bench/allreduce.py [--quick] [--workers 2,4,8] [--sizes 1,16,64]
      [--repeat 3] [--chunk-kib 1024] [--window 8] [--modes gloo,in-network,ps,ring]
+     [--payloads shared|packets] [--signature digest|null]
 The gloo peer needs torch: pip install -e .[bench]
 """
 
@@ -267,7 +273,7 @@ def ready_face(child: Child) -> int:
 def start_servers(mode: str, n: int, group: ProcessGroup, args: argparse.Namespace) -> Servers:
     sock = group.workdir / "fwd.sock"
     host = [sys.executable, "-m", "bench.allreduce_host", "--workers", str(n)]
-    host += ["--signature", args.signature]
+    host += ["--signature", args.signature, "--payloads", args.payloads]
     if mode == "in-network":
         argv = [*host, "--unix", str(sock)]
         if args.profile:
@@ -308,6 +314,8 @@ async def run_mode(
             argv += ["--connect", f"unix://{servers.sock}", "--chunk-kib", str(args.chunk_kib)]
             argv += ["--window", str(args.window), "--mode", "ring" if mode == "ring" else "tree"]
             argv += ["--signature", args.signature]
+            # the ring's steps are pulled between workers: always packets
+            argv += ["--payloads", "packets" if mode == "ring" else args.payloads]
             argv += ["ours"]
         for r in range(n):
             extra = ["--rank", str(r)]
@@ -459,7 +467,12 @@ async def main(args: argparse.Namespace) -> None:
     print(
         f"allreduce (sum) of float32, Python {platform.python_version()}, {os.cpu_count()} cores"
         f"{torch_version}\nours: chunks of {args.chunk_kib} KiB, window {args.window}, one "
-        f"forwarder process, Unix sockets, chunks signed: {args.signature}"
+        f"forwarder process, Unix sockets, chunks signed: {args.signature}, payloads: "
+        + (
+            "in shared memory (memfd) that the packets refer to (ring: in the packets)"
+            if args.payloads == "shared"
+            else "in the packets"
+        )
     )
     repeats = f"{args.repeat}" + (f" ({args.repeat_large} at 64 MiB+)" if args.repeat_large else "")
     print(
@@ -530,6 +543,13 @@ if __name__ == "__main__":
         choices=["digest", "null"],
         default="digest",
         help="ours: chunks' signature, DigestSha256 or NDN's NullSignature (nothing hashed)",
+    )
+    ap.add_argument(
+        "--payloads",
+        choices=["packets", "shared"],
+        default="shared",
+        help="ours (in-network, ps): chunks in shared memory (memfd) that the packets refer to "
+        "(every process here is on one host), or in the packets",
     )
     ap.add_argument("--modes", type=parse_modes, default=list(MODES), help=",".join(MODES))
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per command at most")

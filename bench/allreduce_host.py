@@ -60,6 +60,7 @@ async def main(args: argparse.Namespace) -> None:
         "member_timeout": args.member_timeout,
         "bypass_after": args.bypass_after,
         "signature": args.signature,
+        "shared": args.payloads == "shared",
     }
     aggs = [Aggregator(p, node or p.root, ep, **options) for p in plans]
     try:
@@ -88,6 +89,12 @@ if __name__ == "__main__":
     where.add_argument("--config", help="run a forwarder with this config file (YAML or JSON)")
     ap.add_argument("--workers", type=int, default=0, help="workers in the flat plan")
     ap.add_argument("--signature", default="digest", help="chunks' signature: digest or null")
+    ap.add_argument(
+        "--payloads",
+        choices=["packets", "shared"],
+        default="packets",
+        help="sums in the packets, or in shared memory referred to by them (one host)",
+    )
     ap.add_argument(
         "--plan", action="append", help="the plan's JSON file instead of the flat plan (repeatable)"
     )

@@ -117,6 +117,7 @@ async def run_ours(args: argparse.Namespace) -> None:
         deadline=args.deadline,
         lifetime_ms=args.lifetime_ms,
         signature=args.signature,
+        shared=args.payloads == "shared",
     )
     await coll.start()
 
@@ -250,6 +251,12 @@ if __name__ == "__main__":
     ap.add_argument("--window", type=int, default=8, help="ours: chunks in flight")
     ap.add_argument("--lifetime-ms", type=int, default=1000, help="ours: Interest lifetime")
     ap.add_argument("--signature", default="digest", help="ours: chunks' signature, digest or null")
+    ap.add_argument(
+        "--payloads",
+        choices=["packets", "shared"],
+        default="packets",
+        help="ours: chunks in the packets, or in shared memory referred to by them (one host)",
+    )
     ap.add_argument("--init", help="gloo: init_method, e.g. tcp://127.0.0.1:29500")
     ap.add_argument("--deadline", type=float, default=120.0, help="seconds per operation")
     ap.add_argument("--profile", help="write a cProfile of this process to this file")
