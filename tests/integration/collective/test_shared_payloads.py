@@ -162,3 +162,18 @@ def test_another_process_maps_the_file_read_only() -> None:
         assert out.stdout.split() == ["[0.0,", "1.0,", "2.0]", "True"]
     finally:
         arena.close()
+
+
+async def test_a_dead_aggregator_is_bypassed_with_chunks_in_shared_memory(job: Job) -> None:
+    await job.start(aggregator={"shared": True, "bypass_after": 1.0}, shared=True)
+    arrays = [arrays_for(np.float32, (100, 1000), seed=60 + r) for r in range(2)]
+    first = await run_round(job, arrays[0], "sum")
+    assert first[0].tobytes() == job.plan.reference(arrays[0], "sum").tobytes()
+    m1 = job.aggregators.pop("m1")
+    await m1.close()
+    m1.ep.close()  # its face and routes go: the root pulls m1's workers' references itself
+    second = await run_round(job, arrays[1], "sum")
+    expected = job.plan.reference(arrays[1], "sum")
+    assert all(r.tobytes() == expected.tobytes() for r in second)
+    assert job.aggregators["r"].gone == {"m1"}
+    assert job.aggregators["r"].counters["chunks_bypassed"] > 0
