@@ -50,6 +50,7 @@ async def serve(args: argparse.Namespace) -> None:
         lifetime_ms=args.lifetime_ms,
         member_timeout=args.member_timeout,
         signature=args.signature,
+        shared=args.payloads == "shared",
     )
     try:
         await agg.start()
@@ -86,6 +87,13 @@ def main() -> None:
         "--signature",
         default="digest",
         help="the sums' signature: digest (DigestSha256) or null (links that keep bytes intact)",
+    )
+    ap.add_argument(
+        "--payloads",
+        choices=["packets", "shared"],
+        default="packets",
+        help="the sums in the packets, or in shared memory the packets refer to (workers on "
+        "this host only)",
     )
     ap.add_argument("--remove-dir", help="a directory (the starter's files) to remove on exit")
     ap.add_argument("--log-level", default="warning", help="the forwarder's log level")

@@ -16,8 +16,9 @@ aggregators in the network.  Where the network is, by environment (read when the
   ``scenarios/ddp.yaml``).
   Chunks default to 8192 bytes, one packet on any link.
 - nothing: rank 0 starts a forwarder with the job's aggregator in its process
-  (``apps.collective_host``) and every rank joins it over a Unix socket; chunks of 1 MiB.  The
-  ranks must then share the machine (the error says so otherwise).
+  (``apps.collective_host``) and every rank joins it over a Unix socket; chunks of 1 MiB, their
+  bytes passed in shared memory (the packets refer to them: ``compute/collective/shared.py``).
+  The ranks must then share the machine (the error says so otherwise).
 
 ``ICN_TORCH_CHUNK`` (bytes) and ``ICN_TORCH_WINDOW`` (chunks in flight) override the defaults.
 The group's ``timeout`` bounds every operation: a rank that died makes the others' operations
@@ -249,6 +250,8 @@ class _Join:
     # co-located forwarder, whose transport keeps the bytes intact (a third of a rank's CPU
     # went to hashing its chunks)
     signature: str = "digest"
+    # chunks in shared memory (compute/collective/shared.py): every rank on rank 0's host
+    shared: bool = False
 
 
 def _env_int(name: str, default: int) -> int:
@@ -288,7 +291,7 @@ class _Host:
         argv = [sys.executable, "-m", "apps.collective_host", "--unix", str(self.sock)]
         # a dead rank is named by the aggregator before the ranks' own deadline passes
         argv += ["--plan", str(plan_path), "--member-timeout", f"{timeout * 0.8:g}"]
-        argv += ["--signature", "null", "--remove-dir", str(self.dir)]
+        argv += ["--signature", "null", "--payloads", "shared", "--remove-dir", str(self.dir)]
         self.log = open(self.dir / "host.log", "wb")  # noqa: SIM115 (closed by stop)
         root = str(Path(__file__).resolve().parents[1])
         env = {
@@ -361,7 +364,8 @@ def _rendezvous(store: Any, rank: int, size: int, timeout: float) -> tuple[_Join
             )
         plan = Plan.flat(info["job"], [str(r) for r in range(size)], root=ROOT)
     transport = f"unix://{info['unix']}"
-    return _Join(plan, transport, _env_int(CHUNK_ENV, LOCAL_CHUNK), window, "null"), host
+    chunk = _env_int(CHUNK_ENV, LOCAL_CHUNK)
+    return _Join(plan, transport, chunk, window, "null", shared=True), host
 
 
 # ---- the process group -----------------------------------------------------------------------
@@ -399,6 +403,7 @@ class IcnProcessGroup(dist.ProcessGroup):
             window=join.window,
             deadline=self._timeout,
             signature=join.signature,
+            shared=join.shared,
         )
         await coll.start()
         return coll
