@@ -16,7 +16,7 @@ aggregators in the network.  Where the network is, by environment (read when the
   ``scenarios/ddp.yaml``).
   Chunks default to 8192 bytes, one packet on any link.
 - nothing: rank 0 starts a forwarder with the job's aggregator in its process
-  (``apps.collective_host``) and every rank joins it over a Unix socket; chunks of 1 MiB, their
+  (``apps.collective_host``) and every rank joins it over a Unix socket; chunks of 4 MiB, their
   bytes passed in shared memory (the packets refer to them: ``compute/collective/shared.py``).
   The ranks must then share the machine (the error says so otherwise).
 
@@ -59,7 +59,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import Work
 from torch.distributed import ReduceOp
 
-from compute.collective import DEFAULT_CHUNK, LOCAL_CHUNK, Collective, Plan
+from compute.collective import DEFAULT_CHUNK, SHARED_CHUNK, Collective, Plan
 from icn.dataplane.client_conf import ENV_VAR, resolve_transport
 from icn.dataplane.endpoint import Endpoint
 
@@ -364,7 +364,7 @@ def _rendezvous(store: Any, rank: int, size: int, timeout: float) -> tuple[_Join
             )
         plan = Plan.flat(info["job"], [str(r) for r in range(size)], root=ROOT)
     transport = f"unix://{info['unix']}"
-    chunk = _env_int(CHUNK_ENV, LOCAL_CHUNK)
+    chunk = _env_int(CHUNK_ENV, SHARED_CHUNK)
     return _Join(plan, transport, chunk, window, "null", shared=True), host
 
 

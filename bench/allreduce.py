@@ -23,7 +23,7 @@ memory file, and the root's bytes received are those references.  --payloads pac
 bytes in the packets, through the Unix sockets and the forwarder, as between hosts.
 
 Run: .venv/bin/python bench/allreduce.py [--quick] [--workers 2,4,8] [--sizes 1,16,64]
-     [--repeat 3] [--chunk-kib 1024] [--window 8] [--modes gloo,in-network,ps,ring]
+     [--repeat 3] [--chunk-kib K] [--window 8] [--modes gloo,in-network,ps,ring]
      [--payloads shared|packets] [--signature digest|null]
 The gloo peer needs torch: pip install -e .[bench]
 """
@@ -66,7 +66,7 @@ from bench.allreduce_worker import (  # noqa: E402
     sample,
     sumsq,
 )
-from compute.collective import Plan, ring_reference  # noqa: E402
+from compute.collective import LOCAL_CHUNK, SHARED_CHUNK, Plan, ring_reference  # noqa: E402
 from icn.dataplane import mgmt_client  # noqa: E402
 from icn.dataplane.endpoint import Endpoint  # noqa: E402
 
@@ -270,6 +270,19 @@ def ready_face(child: Child) -> int:
     return int(child.output().split("ready face=", 1)[1].split()[0])
 
 
+def chunk_kib_of(args: argparse.Namespace, mode: str) -> int:
+    """KiB per chunk in ``mode``: --chunk-kib, or the library's default for its payloads."""
+    if args.chunk_kib is not None:
+        return int(args.chunk_kib)
+    shared = mode != "ring" and args.payloads == "shared"
+    return (SHARED_CHUNK if shared else LOCAL_CHUNK) // 1024
+
+
+def chunk_sizes(args: argparse.Namespace) -> str:
+    tree, ring = chunk_kib_of(args, "ps"), chunk_kib_of(args, "ring")
+    return f"{tree} KiB" + ("" if ring == tree else f" (ring: {ring} KiB)")
+
+
 def start_servers(mode: str, n: int, group: ProcessGroup, args: argparse.Namespace) -> Servers:
     sock = group.workdir / "fwd.sock"
     host = [sys.executable, "-m", "bench.allreduce_host", "--workers", str(n)]
@@ -311,7 +324,8 @@ async def run_mode(
         else:
             servers = start_servers(mode, n, group, args)
             ep = await Endpoint.connect(f"unix://{servers.sock}")
-            argv += ["--connect", f"unix://{servers.sock}", "--chunk-kib", str(args.chunk_kib)]
+            chunk_kib = chunk_kib_of(args, mode)
+            argv += ["--connect", f"unix://{servers.sock}", "--chunk-kib", str(chunk_kib)]
             argv += ["--window", str(args.window), "--mode", "ring" if mode == "ring" else "tree"]
             argv += ["--signature", args.signature]
             # the ring's steps are pulled between workers: always packets
@@ -466,7 +480,7 @@ async def main(args: argparse.Namespace) -> None:
         torch_version = f", torch {torch.__version__} gloo over TCP {HOST}"
     print(
         f"allreduce (sum) of float32, Python {platform.python_version()}, {os.cpu_count()} cores"
-        f"{torch_version}\nours: chunks of {args.chunk_kib} KiB, window {args.window}, one "
+        f"{torch_version}\nours: chunks of {chunk_sizes(args)}, window {args.window}, one "
         f"forwarder process, Unix sockets, chunks signed: {args.signature}, payloads: "
         + (
             "in shared memory (memfd) that the packets refer to (ring: in the packets)"
@@ -536,7 +550,11 @@ if __name__ == "__main__":
     ap.add_argument("--sizes", type=parse_ints, default=[1, 16, 64], help="MiB of float32")
     ap.add_argument("--repeat", type=int, default=3, help="timed allreduces per cell")
     ap.add_argument("--repeat-large", type=int, default=0, help="timed allreduces at 64 MiB+")
-    ap.add_argument("--chunk-kib", type=int, default=1024, help="ours: KiB per chunk")
+    ap.add_argument(
+        "--chunk-kib",
+        type=int,
+        help="ours: KiB per chunk (default: 4096 in shared memory, 1024 in packets and ring)",
+    )
     ap.add_argument("--window", type=int, default=8, help="ours: chunks in flight per worker")
     ap.add_argument(
         "--signature",

@@ -112,7 +112,7 @@ async def run_ours(args: argparse.Namespace) -> None:
         str(args.rank),
         ep,
         mode=args.mode,
-        chunk_bytes=args.chunk_kib * 1024,
+        chunk_bytes=None if args.chunk_kib is None else args.chunk_kib * 1024,
         window=args.window,
         deadline=args.deadline,
         lifetime_ms=args.lifetime_ms,
@@ -247,7 +247,7 @@ if __name__ == "__main__":
     ap.add_argument("--connect", help="ours: forwarder URI, e.g. unix:///tmp/fwd.sock")
     ap.add_argument("--plan", help="ours: the plan's JSON file (default: flat, root 'ps')")
     ap.add_argument("--mode", choices=["tree", "ring"], default="tree", help="ours: tree or ring")
-    ap.add_argument("--chunk-kib", type=int, default=1024, help="ours: KiB per chunk")
+    ap.add_argument("--chunk-kib", type=int, help="ours: KiB per chunk (default: the library's)")
     ap.add_argument("--window", type=int, default=8, help="ours: chunks in flight")
     ap.add_argument("--lifetime-ms", type=int, default=1000, help="ours: Interest lifetime")
     ap.add_argument("--signature", default="digest", help="ours: chunks' signature, digest or null")

@@ -19,12 +19,13 @@ from compute.collective.errors import CollectiveError, PlanError
 from compute.collective.ops import OPS
 from compute.collective.plan import Plan
 from compute.collective.ring import ring_reference
-from compute.collective.worker import DEFAULT_CHUNK, LOCAL_CHUNK, Collective
+from compute.collective.worker import DEFAULT_CHUNK, LOCAL_CHUNK, SHARED_CHUNK, Collective
 
 __all__ = [
     "DEFAULT_CHUNK",
     "LOCAL_CHUNK",
     "OPS",
+    "SHARED_CHUNK",
     "Aggregator",
     "Collective",
     "CollectiveError",
