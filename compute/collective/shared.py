@@ -41,7 +41,9 @@ from compute.collective.wire import Layout
 MAGIC = b"ICNSHM1\0"
 _HEAD = 64  # magic, token, chunks per parity: the stamps start here
 _ALIGN = 64
-MAX_MAPS = 64  # peers' files kept mapped by one reader (least recently used closed first)
+# peers' files kept mapped by one reader, least recently used closed first: a mapping keeps its
+# file's memory alive after its owner has closed it (a worker gone, a file outgrown)
+MAX_MAPS = 64
 
 
 def _round_up(n: int) -> int:
@@ -88,7 +90,7 @@ class _Region:
         self.slot_bytes = _round_up(chunks * chunk_bytes)
         size = self.data_at + 2 * self.slot_bytes
         # no CLOEXEC needed for /proc/<pid>/fd to work; set it so children do not inherit it
-        self.fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        self.fd = os.memfd_create(name[:200], os.MFD_CLOEXEC)  # the kernel takes 249 octets
         try:
             os.ftruncate(self.fd, size)
             self.map = mmap.mmap(self.fd, size)
