@@ -481,9 +481,9 @@ async def main(args: argparse.Namespace) -> None:
     print(
         f"allreduce (sum) of float32, Python {platform.python_version()}, {os.cpu_count()} cores"
         f"{torch_version}\nours: chunks of {chunk_sizes(args)}, window {args.window}, one "
-        f"forwarder process, Unix sockets, chunks signed: {args.signature}, payloads: "
+        f"forwarder process, Unix sockets, chunks signed: {args.signature}\npayloads: "
         + (
-            "in shared memory (memfd) that the packets refer to (ring: in the packets)"
+            "in shared memory (memfd), the packets carry references (ring: in the packets)"
             if args.payloads == "shared"
             else "in the packets"
         )
