@@ -45,7 +45,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +65,7 @@ from bench.allreduce_worker import (  # noqa: E402
     sample,
     sumsq,
 )
+from bench.arguments import parse_choices, parse_ints  # noqa: E402
 from compute.collective import LOCAL_CHUNK, SHARED_CHUNK, Plan, ring_reference  # noqa: E402
 from icn.dataplane import mgmt_client  # noqa: E402
 from icn.dataplane.endpoint import Endpoint  # noqa: E402
@@ -515,29 +515,6 @@ async def main(args: argparse.Namespace) -> None:
             if ratios:
                 parts.append(f"{mode} {statistics.geometric_mean(ratios):.2f}")
         print("ours/gloo time ratio (geometric mean): " + ", ".join(parts))
-
-
-def parse_ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: write integers separated by commas") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers, e.g. 2,4,8")
-    return values
-
-
-def parse_choices(allowed: Sequence[str]) -> Callable[[str], list[str]]:
-    """An argparse type for a comma-separated list of some of ``allowed`` (the benches' --modes,
-    --shapes...)."""
-
-    def parse(text: str) -> list[str]:
-        chosen = [c.strip() for c in text.split(",") if c.strip()]
-        if not chosen or any(c not in allowed for c in chosen):
-            raise argparse.ArgumentTypeError(f"{text!r}: choose among {','.join(allowed)}")
-        return chosen
-
-    return parse
 
 
 parse_modes = parse_choices(MODES)

@@ -99,12 +99,11 @@ from bench.allreduce import (  # noqa: E402
     all_request,
     check,
     cpu_seconds,
-    parse_choices,
-    parse_ints,
     references,
     start_worker,
 )
 from bench.allreduce_worker import JOB, MiB, plan_json, run  # noqa: E402
+from bench.arguments import parse_choices, parse_ints  # noqa: E402
 from compute.collective import Plan  # noqa: E402
 from icn.dataplane import mgmt_client  # noqa: E402
 from icn.dataplane.endpoint import Endpoint  # noqa: E402

@@ -275,7 +275,7 @@ def positive(text: str) -> int:
 if __name__ == "__main__":
     if str(ROOT) not in sys.path:  # run as a script: apps sits beside bench
         sys.path.insert(0, str(ROOT))
-    from bench.allreduce import parse_ints  # the rank-count list, as the allreduce benches read it
+    from bench.arguments import parse_ints  # the rank-count list, as the allreduce benches read it
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--ranks", type=parse_ints, default=[2, 4, 8], help="rank counts")

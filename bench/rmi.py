@@ -52,6 +52,7 @@ if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside 
     sys.path.insert(0, str(ROOT))
 
 from apps.procs import ProcessGroup, icn_argv  # noqa: E402
+from bench.arguments import parse_ints  # noqa: E402
 from bench.rmi_ceiling_server import frame, read_frame  # noqa: E402
 from compute.rmi import Client  # noqa: E402
 from icn.dataplane.endpoint import Endpoint  # noqa: E402
@@ -395,16 +396,6 @@ async def main(args: argparse.Namespace) -> None:
     ratios = [rmi.rate / g.rate for _, _, rmi, g, _ in rows if g.rate and rmi.rate]
     if ratios:
         print(f"rmi/grpc calls/s ratio (geometric mean): {statistics.geometric_mean(ratios):.2f}")
-
-
-def parse_ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: write integers separated by commas") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: write positive integers, e.g. 1,64")
-    return values
 
 
 if __name__ == "__main__":

@@ -270,7 +270,7 @@ if __name__ == "__main__":
     if str(ROOT) not in sys.path:  # run as a script: apps sits beside bench
         sys.path.insert(0, str(ROOT))
     # the size and shape lists, as the allreduce benches read theirs
-    from bench.allreduce import parse_choices, parse_ints
+    from bench.arguments import parse_choices, parse_ints
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--sizes", type=parse_ints, default=[25, 50, 100, 200], help="node counts")
