@@ -87,9 +87,10 @@ def test_allreduce_failover_kills_an_aggregator_and_stays_exact(
     tmp_path: Path, state_dir: Path, cpu: CpuLoad
 ) -> None:
     text = (SCENARIOS / "allreduce-failover.yaml").read_text()
-    # 9 rounds with the aggregator killed at 3 s (after about three): the job still runs
-    # through the kill, in less time than 12 rounds with the kill at 6 s
-    text = text.replace("rounds: 20", "rounds: 9").replace("duration: 40s", "duration: 25s")
+    # 6 rounds with the aggregator killed at 3 s: the workers, started at 1 s, end their first
+    # round at about 3.5 s on a quiet machine (later under load) and their sixth at about 5 s,
+    # so the kill comes while the first rounds are under way and most rounds bypass m1
+    text = text.replace("rounds: 20", "rounds: 6").replace("duration: 40s", "duration: 25s")
     text = text.replace("{at: 6s, kill: agg-m1}", "{at: 3s, kill: agg-m1}")
     path = tmp_path / "failover.yaml"
     path.write_text(text)
@@ -97,7 +98,7 @@ def test_allreduce_failover_kills_an_aggregator_and_stays_exact(
     _passed(proc, report)
     assert [f["applied"] is not None for f in report["faults"]] == [True]
     for w in WORKERS:
-        assert report["workloads"][w]["ok"] == report["workloads"][w]["requests"] == 9
+        assert report["workloads"][w]["ok"] == report["workloads"][w]["requests"] == 6
     err = (tmp_path / "out" / "logs" / "agg-r.err").read_text()
     assert "aggregator m1 is gone" in err
 
