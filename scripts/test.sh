@@ -10,7 +10,9 @@ scripts/bootstrap.sh
 # One worker per core plus one: most of the slow tests wait on the wall clock (a scenario runs for
 # its duration, a fault test for its recovery), so a third worker on 2 cores fills the idle time
 # (measured on 2 cores: 4:34 with 2 workers, 3:53 with 3; with 4 a saturated fault test met
-# more load than its budget allows).  The fault tests (quiet and saturated) run one after
-# another on one worker, see tests/chaos/harness.py.  Pass -n 0 to run in this process.
+# more load than its budget allows).  The fault tests (quiet and saturated) are collected
+# first and spread over the workers, so the longest tests start first (tests/chaos/harness.py);
+# only the tests of one xdist_group stay on one worker (tests/conftest.py).  Pass -n 0 to run
+# in this process.
 workers=$(( $(nproc) + 1 ))
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadgroup "$@"
