@@ -1,14 +1,13 @@
 """The operator CLI against a real ``icn fwd`` process: status, face, route, strategy, cs.
 
-Each CLI call is a subprocess (about half a second), so one test walks through several commands
-of one forwarder; every error path asserts the one-line message and its exit code.
+The first call of each command in a test is a subprocess (about 0.3 s of CPU), the later ones
+run in the test's process (tests/integration/icn_runs.py); one test walks through several
+commands of one forwarder; every error path asserts the one-line message and its exit code.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from apps.ctl_common import EXIT_FAILED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_US
 from apps.procs import ProcessGroup, icn_argv
 from apps.topology import free_udp_port
 from icn.dataplane.client_conf import ENV_VAR
+from tests.integration.icn_runs import run_icn
 
 HOST = "127.0.0.1"
 
@@ -36,14 +36,10 @@ def forwarder(workdir: Path, *extra: str) -> Iterator[tuple[ProcessGroup, dict[s
 
 
 def icn(env: dict[str, str], *args: str, code: int = 0, stdin: bytes | None = None) -> Any:
-    """Run ``icn ARGS``; check the exit code, and that failures are one line, no traceback."""
-    proc = subprocess.run(
-        icn_argv(*args),
-        input=stdin,
-        capture_output=True,
-        timeout=30,
-        env={**os.environ, **env},
-    )
+    """Run ``icn ARGS`` (the first time in a test as a process, then in this one: see
+    tests/integration/icn_runs.py); check the exit code, and that failures are one line, no
+    traceback."""
+    proc = run_icn(args, env, stdin)
     err = proc.stderr.decode(errors="replace")
     assert proc.returncode == code, f"icn {' '.join(args)} -> {proc.returncode}: {err}"
     assert "Traceback" not in err
