@@ -1,12 +1,12 @@
-"""`icn serve` and `icn call` as real processes: a server killed mid-call, and the CLI's output
-and exit codes."""
+"""`icn serve` as a real process and `icn call` against it (its first call a process too, the
+others in this one: tests/integration/icn_runs.py): a server killed mid-call, and the CLI's
+output and exit codes."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +15,8 @@ import pytest
 from apps.procs import Child, ProcessGroup, icn_argv
 from compute.rmi import Client, ServerUnavailable
 from tests.chaos.harness import CpuLoad
+from tests.integration.icn_runs import run_icn
 from tests.waiting import wait_until
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -61,13 +60,13 @@ async def test_server_killed_mid_call_gives_a_clear_error_in_time(
         client.close()
 
 
-def icn(uri: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from apps.cli import main; main()", *args, "--transport", uri],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
+def icn(uri: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``icn ARGS --transport URI``: the first call of a command in a test as a process, the
+    later ones in this process (tests/integration/icn_runs.py)."""
+    argv = [*args, "--transport", uri]
+    ran = run_icn(argv, {})
+    return subprocess.CompletedProcess(
+        argv, ran.returncode, ran.stdout.decode(), ran.stderr.decode()
     )
 
 
