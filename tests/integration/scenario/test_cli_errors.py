@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from apps.procs import icn_argv
+from tests.integration.icn_runs import run_icn
 from tests.integration.scenario.conftest import SCENARIOS
 
 BROKEN_SERVICE = """\
@@ -29,12 +28,11 @@ workloads:
 
 
 def icn(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        icn_argv(*args),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
+    """``icn ARGS``: the first call of a command in a test as a process, the later ones in this
+    process (tests/integration/icn_runs.py)."""
+    ran = run_icn(args, {"COLUMNS": "200"}, timeout=timeout)
+    return subprocess.CompletedProcess(
+        list(args), ran.returncode, ran.stdout.decode(), ran.stderr.decode()
     )
 
 
