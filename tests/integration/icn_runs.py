@@ -9,8 +9,9 @@ The later ones run the same typer app as :func:`apps.cli.main` does (the command
 added, then the app) through click's test runner, which gives the exit code, stdout and stderr
 of the call; a log record at WARNING or above, which a process prints on stderr, is put on
 stderr, and an exception that escaped the command becomes exit code 1 with its traceback on
-stderr, as a process would show it.  Inside a running event loop (an async test) every call is
-a process: the command runs its own loop.
+stderr, as a process would show it; the test's process keeps its SIGINT and SIGTERM handlers.
+Inside a running event loop (an async test) every call is a process: the command runs its own
+loop.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import io
 import logging
 import os
 import re
+import signal
 import subprocess
 import traceback
 from collections.abc import Sequence
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from apps.procs import icn_argv
 
 WORD = re.compile(r"[a-z][a-z-]*")
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # (test, command) pairs already run as a process in this worker
 _run_as_process: set[tuple[str, tuple[str, ...]]] = set()
 
@@ -99,10 +102,15 @@ def _in_process(args: Sequence[str], env: dict[str, str], stdin: bytes | None) -
     handler.setLevel(logging.WARNING)
     root = logging.getLogger()
     root.addHandler(handler)
+    # a command that stops on Ctrl-C (ping) sets the handlers of its loop, which leaves them
+    # in place when it closes: this process's own come back after the call
+    signals = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     try:
         result = CliRunner().invoke(app, list(args), input=stdin, env=env)
     finally:
         root.removeHandler(handler)
+        for sig, previous in signals.items():
+            signal.signal(sig, previous)
     stderr = result.stderr_bytes + logged.getvalue().encode()
     code = result.exit_code
     if result.exception is not None and not isinstance(result.exception, SystemExit):
