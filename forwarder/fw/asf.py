@@ -230,9 +230,12 @@ class AsfStrategy(Strategy):
 
     def after_receive_interest(self, entry: PitEntry, ctx: InterestContext) -> None:
         now = ctx.now
-        decision = self.retx.decide_per_pit_entry(entry, now)
+        decision = self.retx.decide_per_pit_entry(entry, now, ctx.joined)
         if decision is RetxDecision.SUPPRESS:
             self.counters["fw.retx_suppressed"] += 1
+            return
+        if decision is RetxDecision.JOINED:
+            self.counters["fw.joined_pending"] += 1
             return
         fib_entry = self.fib.longest_prefix_match(entry.name, entry.name_ends)
         if fib_entry is None:

@@ -26,9 +26,12 @@ class BestRouteStrategy(Strategy):
         self.retx = RetxSuppressionExponential()
 
     def after_receive_interest(self, entry: PitEntry, ctx: InterestContext) -> None:
-        decision = self.retx.decide_per_pit_entry(entry, ctx.now)
+        decision = self.retx.decide_per_pit_entry(entry, ctx.now, ctx.joined)
         if decision is RetxDecision.SUPPRESS:
             self.counters["fw.retx_suppressed"] += 1
+            return
+        if decision is RetxDecision.JOINED:
+            self.counters["fw.joined_pending"] += 1
             return
         faces = self.faces
         ingress_id = ctx.ingress.face_id

@@ -68,6 +68,7 @@ class InterestPipeline(ReflexivePipeline):
 
         pit = self.pit
         entry = pit.find(iv)
+        joined = False
         if entry is not None:
             own = entry.in_records.get(face_id)
             if own is not None and own.nonce == nonce:
@@ -99,6 +100,7 @@ class InterestPipeline(ReflexivePipeline):
                     return
         elif face_id not in entry.in_records or len(entry.in_records) > 1:
             counters["fw.aggregated"] += 1
+            joined = face_id not in entry.in_records
 
         lifetime = iv.lifetime
         if lifetime > self.max_lifetime_ms:
@@ -130,7 +132,7 @@ class InterestPipeline(ReflexivePipeline):
             nonlocal_ok = hop > 1
         if is_localhost or (not ingress_local and name.startswith(LOCALHOP)):
             nonlocal_ok = False
-        ctx = InterestContext(face, out_wire, nonce, lifetime, nonlocal_ok, now)
+        ctx = InterestContext(face, out_wire, nonce, lifetime, nonlocal_ok, now, joined)
         if reverse is not None:
             self._forward_reflexive(entry, reverse.entry, ctx)
             return

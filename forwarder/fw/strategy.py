@@ -55,7 +55,7 @@ class InterestContext:
     ``nonlocal_ok`` says whether a non-local face may receive it (scope and HopLimit allow).
     """
 
-    __slots__ = ("ingress", "lifetime", "nonce", "nonlocal_ok", "now", "wire")
+    __slots__ = ("ingress", "joined", "lifetime", "nonce", "nonlocal_ok", "now", "wire")
 
     def __init__(
         self,
@@ -65,8 +65,11 @@ class InterestContext:
         lifetime: int,
         nonlocal_ok: bool,
         now: float,
+        joined: bool = False,
     ) -> None:
         self.ingress = ingress
+        # the ingress face had no in-record in the entry: another consumer, not a retransmission
+        self.joined = joined
         self.wire = wire
         self.nonce = nonce
         self.lifetime = lifetime  # ms

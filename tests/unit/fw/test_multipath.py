@@ -90,9 +90,13 @@ def test_a_retransmission_goes_to_the_same_hop() -> None:
     net.interest(1, interest("/a/sum/1/0", 2))
     assert where(net) == first
     net.clock.advance(0.001)
-    net.interest(2, interest("/a/sum/1/0", 3))  # too soon: suppressed
+    net.interest(1, interest("/a/sum/1/0", 3))  # too soon: suppressed
     assert where(net) == []
     assert net.counters["fw.retx_suppressed"] == 1
+    net.clock.advance(0.100)
+    net.interest(2, interest("/a/sum/1/0", 4))  # another consumer: aggregated, whenever
+    assert where(net) == []
+    assert net.counters["fw.joined_pending"] == 1
 
 
 def test_a_nack_fails_over_to_the_other_equal_cost_hop_then_the_costlier_one() -> None:

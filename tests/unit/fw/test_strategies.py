@@ -76,6 +76,34 @@ def test_retx_after_out_record_expired_is_new() -> None:
     assert len(net.faces[3].sent) == 2
 
 
+@pytest.mark.parametrize("strategy", ["best-route", "asf"])
+def test_another_consumer_joins_a_pending_interest_instead_of_resending_it(strategy: str) -> None:
+    # NFD would take face 2's Interest, 300 ms on, as a retransmission past its interval and
+    # send it up; the Data of the pending one is on its way and would come down twice
+    net = Net(n_faces=4, default_strategy=strategy)
+    net.route("/a", 3)
+    net.interest(1, interest("/a", 1))
+    net.clock.advance(0.300)
+    net.interest(2, interest("/a", 2))
+    assert len(net.faces[3].sent) == 1
+    assert net.counters["fw.joined_pending"] == 1
+    net.data(3, data("/a"))  # one Data upstream, one to each consumer
+    assert [len(net.faces[f].of("data")) for f in (1, 2)] == [1, 1]
+
+
+def test_a_consumer_that_joins_after_the_pending_interest_expired_sends_it_again() -> None:
+    net = Net(n_faces=5)
+    net.route("/a", 3)
+    net.interest(1, interest("/a", 1, lifetime=10))
+    net.clock.advance(0.001)
+    net.interest(2, interest("/a", 2, lifetime=4000))  # joins: keeps the entry alive
+    assert net.counters["fw.joined_pending"] == 1
+    net.clock.advance(0.020)  # the upstream Interest expired: nothing pending any more
+    net.interest(4, interest("/a", 3))
+    assert len(net.faces[3].sent) == 2
+    assert net.counters["fw.joined_pending"] == 1
+
+
 def test_multicast_sends_to_all_eligible_nexthops() -> None:
     net = Net(n_faces=5, default_strategy="multicast")
     for f in (1, 3, 4, 5):
