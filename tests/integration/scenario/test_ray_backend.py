@@ -377,8 +377,11 @@ def test_every_fault_kind_beside_two_runs_that_are_stopped_and_killed(
     # the run lasts until 11.5 s so that shaped requests complete in the last bins whatever it took
     shaped_at = faults[-1]["applied"]
     late = [b for b in wl["timeline"] if b["t"] >= shaped_at + 0.5 and b["p50_ms"] is not None]
-    early = [b for b in wl["timeline"] if 0.5 <= b["t"] < 2.0 and b["p50_ms"] is not None]
-    assert late and early
+    # every answered bin before the shape (not only the first ones: starting a process through
+    # Ray blocks the launcher's loop, and under the suite's load the consumer once started at
+    # 2.5 s instead of 0.5 s, so no bin before the cut had an answer)
+    early = [b for b in wl["timeline"] if b["t"] <= shaped_at - 1.0 and b["p50_ms"] is not None]
+    assert late and early, wl["timeline"]
     assert min(b["p50_ms"] for b in late) > 90 > max(b["p50_ms"] for b in early)
     events = [e["text"] for e in report["meta"]["events"]]
     for text in ("fault: restart b", "routes updated (b back)", "workload probe restarted on a"):
