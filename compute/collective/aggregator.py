@@ -160,6 +160,14 @@ class Aggregator:
         if arena is None:
             return self._buffer
         layout = Layout.from_header(parts[0][0])
+        chunk = key[-1]
+        if chunk >= layout.chunks:
+            raise CollectiveError(f"chunk {chunk}: the layout has {layout.chunks} chunks")
+        start, end = layout.span(chunk)
+        if parts[0][1].nbytes != end - start:  # combine holds the other parts to the first
+            raise CollectiveError(
+                f"chunk {chunk} of {parts[0][1].nbytes} bytes: the layout's is {end - start}"
+            )
 
         def place(dtype: np.dtype[Any], items: int) -> np.ndarray[Any, Any]:
             return arena.place(key[0], layout, key[-1], items * dtype.itemsize).view(dtype)

@@ -29,6 +29,7 @@ import contextlib
 import mmap
 import os
 import secrets
+import stat
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -178,9 +179,16 @@ class SharedArena:
 
 class _Mapped:
     def __init__(self, path: str) -> None:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # a reference may name any fd of a local process: only a regular file (a memfd is one)
+        # is opened, never blocking (a FIFO's open would wait for a writer)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ValueError("not a memory file")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError("not a memory file")
+            size = info.st_size
             if size < _HEAD:
                 raise ValueError("too short for a chunk region")
             self.map = mmap.mmap(fd, size, prot=mmap.PROT_READ)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,23 +18,18 @@ from compute.collective.combine import check_parts, read_part
 from compute.collective.shared import Ref, SharedArena, SharedMaps
 from compute.collective.wire import Layout, chunk_lead
 from tests.integration.collective.conftest import Job
-from tests.integration.collective.test_allreduce import CASES, arrays_for, run_round
+from tests.integration.collective.test_allreduce import (
+    arrays_for,
+    every_case_gives_the_same_bits,
+    run_round,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 async def test_every_worker_receives_the_same_bits_through_shared_memory(job: Job) -> None:
     await job.start(aggregator={"shared": True}, shared=True, chunk_bytes=4096)
-    for i, (dtype, shape) in enumerate(CASES):
-        arrays = arrays_for(dtype, shape, seed=i)
-        for op in ("sum", "mean", "max"):
-            if op == "max" and np.issubdtype(dtype, np.complexfloating):
-                continue
-            results = await run_round(job, arrays, op)
-            expected = job.plan.reference(arrays, op)
-            for got in results:
-                assert got.shape == expected.shape and got.dtype == expected.dtype
-                assert got.tobytes() == expected.tobytes(), (dtype, shape, op)
+    await every_case_gives_the_same_bits(job, ("sum", "mean", "max"))
     # the bytes went around the packets: a 4 KiB chunk's Data carried a reference only
     root = job.aggregators["r"].counters
     chunks = root["chunks_published"]
@@ -130,6 +126,14 @@ def test_a_forged_or_foreign_reference_is_refused_naming_the_source() -> None:
         )
         with pytest.raises(CollectiveError, match=r"needs every member of the job on one host"):
             read_part(with_ref(pid=int(gone.stdout)), "worker w3", maps)
+        # an fd that is no memory file (a pipe): refused before it is mapped
+        read_end, write_end = os.pipe()
+        os.close(write_end)
+        try:
+            with pytest.raises(CollectiveError, match="not a memory file"):
+                read_part(with_ref(pid=os.getpid(), fd=read_end), "worker w3", maps)
+        finally:
+            os.close(read_end)
         # bytes after a reference are not a chunk either
         with pytest.raises(CollectiveError, match="malformed chunk"):
             read_part(good + b"\x00" * 4, "worker w3", maps)
@@ -177,3 +181,24 @@ async def test_a_dead_aggregator_is_bypassed_with_chunks_in_shared_memory(job: J
     assert all(r.tobytes() == expected.tobytes() for r in second)
     assert job.aggregators["r"].gone == {"m1"}
     assert job.aggregators["r"].counters["chunks_bypassed"] > 0
+
+
+async def test_a_child_chunk_that_disagrees_with_its_own_layout_is_refused_not_written(
+    job: Job,
+) -> None:
+    # a child's header says 4 chunks of 4 KiB: chunk 7, or a chunk of 8 KiB, has no place in
+    # the aggregator's memory file (written anyway, it would land on another chunk's place)
+    from compute.collective import Aggregator
+
+    agg = Aggregator(job.plan, "r", job.net.endpoint("r"), shared=True)
+    try:
+        header = LAYOUT.header("sum", 1)
+        small = (header, np.zeros(1024, dtype=np.float32))
+        with pytest.raises(CollectiveError, match="chunk 7: the layout has 4 chunks"):
+            agg._out((0, 7), [small])
+        big = (header, np.zeros(2048, dtype=np.float32))
+        with pytest.raises(CollectiveError, match="chunk 1 of 8192 bytes: the layout's is 4096"):
+            agg._out((0, 1), [big])
+    finally:
+        assert agg.arena is not None
+        agg.arena.close()
