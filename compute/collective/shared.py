@@ -25,12 +25,6 @@ travel through sockets, whose system calls order the writer's stores before the 
 
 from __future__ import annotations
 
-import contextlib
-import mmap
-import os
-import secrets
-import stat
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +32,20 @@ import numpy as np
 
 from compute.collective.errors import CollectiveError
 from compute.collective.wire import Layout
+from icn.dataplane.memfile import (
+    HEAD,
+    MAX_MAPS,
+    MemFile,
+    MemFileError,
+    NotReferred,
+    PeerFile,
+    PeerFiles,
+)
 
 MAGIC = b"ICNSHM1\0"
-_HEAD = 64  # magic, token, chunks per parity: the stamps start here
+_COUNT_AT = HEAD  # chunks per parity, after the magic and the token
+_HEAD = 64  # the stamps start here
 _ALIGN = 64
-# peers' files kept mapped by one reader, least recently used closed first: a mapping keeps its
-# file's memory alive after its owner has closed it (a worker gone, a file outgrown)
-MAX_MAPS = 64
 
 
 def _round_up(n: int) -> int:
@@ -86,21 +87,11 @@ class _Region:
 
     def __init__(self, name: str, chunks: int, chunk_bytes: int) -> None:
         self.chunks, self.chunk_bytes = chunks, chunk_bytes
-        self.token = secrets.token_bytes(16)
         self.data_at = _round_up(_HEAD + 2 * chunks * 8)
         self.slot_bytes = _round_up(chunks * chunk_bytes)
-        size = self.data_at + 2 * self.slot_bytes
-        # no CLOEXEC needed for /proc/<pid>/fd to work; set it so children do not inherit it
-        self.fd = os.memfd_create(name[:200], os.MFD_CLOEXEC)  # the kernel takes 249 octets
-        try:
-            os.ftruncate(self.fd, size)
-            self.map = mmap.mmap(self.fd, size)
-        except OSError:
-            os.close(self.fd)
-            raise
-        self.map[: len(MAGIC)] = MAGIC
-        self.map[8:24] = self.token
-        self.map[24:32] = chunks.to_bytes(8, "little")
+        self.file = MemFile(name, self.data_at + 2 * self.slot_bytes, MAGIC)
+        self.fd, self.token, self.map = self.file.fd, self.file.token, self.file.map
+        self.map[_COUNT_AT : _COUNT_AT + 8] = chunks.to_bytes(8, "little")
         self.stamps = np.frombuffer(self.map, dtype=np.int64, count=2 * chunks, offset=_HEAD)
         self.stamps[:] = -1
         self.bytes = np.frombuffer(self.map, dtype=np.uint8, offset=self.data_at)
@@ -123,13 +114,11 @@ class _Region:
     def seal(self, rnd: int, chunk: int, nbytes: int) -> Ref:
         index, at = self._place(rnd, chunk)
         self.stamps[index] = rnd
-        return Ref(os.getpid(), self.fd, self.token, self.data_at + at, nbytes, index, rnd)
+        return Ref(self.file.pid, self.fd, self.token, self.data_at + at, nbytes, index, rnd)
 
     def close(self) -> None:
         del self.stamps, self.bytes
-        with contextlib.suppress(BufferError):  # a view is still held: unmapped when freed
-            self.map.close()
-        os.close(self.fd)
+        self.file.close()
 
 
 class SharedArena:
@@ -178,34 +167,15 @@ class SharedArena:
 
 
 class _Mapped:
-    def __init__(self, path: str) -> None:
-        # a reference may name any fd of a local process: only a regular file (a memfd is one)
-        # is opened, never blocking (a FIFO's open would wait for a writer)
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise ValueError("not a memory file")
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise ValueError("not a memory file")
-            size = info.st_size
-            if size < _HEAD:
-                raise ValueError("too short for a chunk region")
-            self.map = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-        finally:
-            os.close(fd)
-        if self.map[: len(MAGIC)] != MAGIC:
-            self.map.close()
-            raise ValueError("not a chunk region")
-        self.token = bytes(self.map[8:24])
-        chunks = int.from_bytes(self.map[24:32], "little")
-        self.stamps = np.frombuffer(self.map, dtype=np.int64, count=2 * chunks, offset=_HEAD)
-        self.bytes = np.frombuffer(self.map, dtype=np.uint8)
+    """A peer's chunk region, mapped read-only, with views of its stamps and bytes."""
 
-    def close(self) -> None:
-        del self.stamps, self.bytes
-        with contextlib.suppress(BufferError):  # a view is still held: unmapped when freed
-            self.map.close()
+    def __init__(self, peer: PeerFile) -> None:
+        self.token = peer.token
+        chunks = int.from_bytes(peer.map[_COUNT_AT : _COUNT_AT + 8], "little")
+        if _HEAD + 2 * chunks * 8 > len(peer.map):
+            raise MemFileError("not a chunk region")
+        self.stamps = np.frombuffer(peer.map, dtype=np.int64, count=2 * chunks, offset=_HEAD)
+        self.bytes = np.frombuffer(peer.map, dtype=np.uint8)
 
 
 class SharedMaps:
@@ -213,34 +183,24 @@ class SharedMaps:
     used closed first)."""
 
     def __init__(self, limit: int = MAX_MAPS) -> None:
-        self.limit = limit
-        self._maps: OrderedDict[tuple[int, int], _Mapped] = OrderedDict()
+        self._files = PeerFiles(MAGIC, limit=limit)
 
     def _mapped(self, ref: Ref, source: str) -> _Mapped:
-        key = (ref.pid, ref.fd)
-        mapped = self._maps.get(key)
-        if mapped is not None and mapped.token == ref.token:
-            self._maps.move_to_end(key)
-            return mapped
-        if mapped is not None:  # the pid or fd was reused: that file is another one now
-            del self._maps[key]
-            mapped.close()
-        path = f"/proc/{ref.pid}/fd/{ref.fd}"
         try:
-            mapped = _Mapped(path)
-        except (OSError, ValueError) as exc:
+            peer = self._files.get(ref.pid, ref.fd, ref.token)
+            mapped = peer.layout
+            if not isinstance(mapped, _Mapped):
+                mapped = peer.layout = _Mapped(peer)
+        except NotReferred:
             raise CollectiveError(
-                f"{source}: its chunk is in shared memory this process cannot open ({path}: "
-                f"{getattr(exc, 'strerror', None) or exc}); shared=True needs every member of "
-                "the job on one host, run by one user: pass shared=False otherwise"
+                f"{source}: its chunk refers to a memory file that is not its"
             ) from None
-        if mapped.token != ref.token:
-            mapped.close()
-            raise CollectiveError(f"{source}: its chunk refers to a memory file that is not its")
-        self._maps[key] = mapped
-        if len(self._maps) > self.limit:
-            _, oldest = self._maps.popitem(last=False)
-            oldest.close()
+        except MemFileError as exc:
+            raise CollectiveError(
+                f"{source}: its chunk is in shared memory this process cannot open ({exc}); "
+                "shared=True needs every member of the job on one host, run by one user: pass "
+                "shared=False otherwise"
+            ) from None
         return mapped
 
     def view(self, ref: Ref, source: str) -> memoryview:
@@ -253,8 +213,9 @@ class SharedMaps:
 
     def check(self, ref: Ref, source: str) -> None:
         """CollectiveError unless the chunk's place still holds its round."""
-        mapped = self._maps.get((ref.pid, ref.fd))
-        if mapped is None or mapped.token != ref.token:
+        peer = self._files.known(ref.pid, ref.fd, ref.token)
+        mapped = None if peer is None else peer.layout
+        if not isinstance(mapped, _Mapped):
             raise CollectiveError(f"{source}: its chunk's memory file was closed while read")
         if int(mapped.stamps[ref.index]) != ref.round:
             raise CollectiveError(
@@ -263,6 +224,4 @@ class SharedMaps:
             )
 
     def close(self) -> None:
-        for mapped in self._maps.values():
-            mapped.close()
-        self._maps.clear()
+        self._files.close()
