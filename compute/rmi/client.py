@@ -24,6 +24,7 @@ from typing import Any
 
 from compute.rmi.credential import build_credential
 from compute.rmi.errors import (
+    NotLocal,
     Overloaded,
     ProtocolError,
     ResultLost,
@@ -32,6 +33,7 @@ from compute.rmi.errors import (
     SessionUnknown,
     Timeout,
 )
+from compute.rmi.local import MIN_SHARED
 from compute.rmi.session import (
     PACKET_ROOM,
     ClientSession,
@@ -277,6 +279,9 @@ class Client:
         return cls(await Endpoint.connect(uri), **options)
 
     def close(self) -> None:
+        for session in self._sessions.values():
+            session.end()
+        self._sessions.clear()
         self.ep.close()
 
     async def __aenter__(self) -> Client:
@@ -339,6 +344,7 @@ class Client:
                 session = self._sessions.get(prefix)
                 if session is not None and not session.usable(loop.time()):
                     del self._sessions[prefix]
+                    session.end()
                     session = None
                 if session is not None and session.packet_limit is None:
                     session.packet_limit = await self._path_limit(prefix)
@@ -349,7 +355,7 @@ class Client:
                         )
                     except SessionUnknown:  # the server lost it: the full exchange, once
                         self.counters["session_fallback"] += 1
-                        self._sessions.pop(prefix, None)
+                        self._sessions.pop(prefix, session).end()
                 return await self._exchange(prefix, fn, function, blob, private, progress, started)
         except TimeoutError:
             raise Timeout(f"no result within {limit} s", function) from None
@@ -467,12 +473,21 @@ class Client:
         progress: Progress | None,
         started: float,
     ) -> Any:
-        """One signed Interest, one Data: the call in its session."""
+        """One signed Interest, one Data: the call in its session.  On a local path the
+        payloads go in the session's memory file (``compute.rmi.local``) when they are large."""
         seq = session.next_seq()
         name = prefix + function_component(fn) + session_name(session.sid)
         aad = session_call_aad(name, seq)
         payload = session.box.seal(blob, aad=aad) if private else blob
-        params = session_params(payload, private, session.inline_limit())
+        local = None if private else session.local_file()
+        slot = None if local is None else local.take()
+        ref = None
+        if local is not None and slot is not None:
+            if MIN_SHARED < len(blob) <= local.layout.args_cap:
+                ref, payload = local.put_args(slot, blob), b""
+            else:
+                ref = local.slot_ref(slot)
+        params = session_params(payload, private, session.inline_limit(), ref)
 
         async def ask(retries: int) -> DataView:
             return await self.ep.express(
@@ -484,16 +499,36 @@ class Client:
                 retries=retries,
             )
 
+        answered = False
         try:
-            data = await ask(self.retries)
-        except (InterestNack, InterestTimeout) as exc:
-            raise self._unavailable(exc, prefix, function) from None
-        except asyncio.CancelledError:
-            self._cancel_once_answered(
-                lambda: ask(0), lambda dv: open_session_answer(dv, session, function), function
-            )
-            raise
-        env = open_session_answer(data, session, function)
+            try:
+                data = await ask(self.retries)
+            except (InterestNack, InterestTimeout) as exc:
+                raise self._unavailable(exc, prefix, function) from None
+            except asyncio.CancelledError:
+                self._cancel_once_answered(
+                    lambda: ask(0), lambda dv: open_session_answer(dv, session, function), function
+                )
+                raise
+            answered = True
+            try:
+                env = open_session_answer(data, session, function)
+            except NotLocal:  # the server cannot use the file (not run): packets from now on
+                self.counters["not_local"] += 1
+                session.not_local = True
+                session.end()
+                return await self._session_call(
+                    prefix, fn, function, blob, private, session, progress, started
+                )
+            if env["s"] == "local" and local is not None and slot is not None:
+                length = env.get("n")
+                if not isinstance(length, int):
+                    raise ProtocolError("a local answer without its length", function)
+                env = open_envelope(local.answer(slot, seq, length, function), function)
+                self.counters["local_answers"] += 1
+        finally:
+            if local is not None and slot is not None:
+                local.give_back(slot, answered)
         self.counters["session_calls"] += 1
 
         def result(env: dict[str, Any]) -> Any:

@@ -86,6 +86,14 @@ class SessionUnknown(RmiError):
     kind = "session"
 
 
+class NotLocal(RmiError):
+    """The server cannot use the memory file a session call's payloads are in (the caller is on
+    another host, or run by another user); the function did not run.  The client sends that
+    session's calls in packets from then on, and callers never see this."""
+
+    kind = "not_local"
+
+
 class ProtocolError(RmiError):
     """A peer sent something this side cannot read (a version or encoding mismatch)."""
 
@@ -102,6 +110,7 @@ BY_KIND: dict[str, type[RmiError]] = {
         Overloaded,
         ResultLost,
         SessionUnknown,
+        NotLocal,
         ProtocolError,
     )
 }

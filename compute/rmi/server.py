@@ -44,6 +44,7 @@ from compute.rmi.errors import (
 )
 from compute.rmi.functions import FunctionSpec
 from compute.rmi.jobs import Job, JobRunner
+from compute.rmi.local import MIN_SHARED, LocalFiles, LocalSlot
 from compute.rmi.policy import anyone
 from compute.rmi.polls import MAX_HELD_POLLS, HeldPoll, PollHolding
 from compute.rmi.session import (
@@ -98,6 +99,7 @@ from icn.wire.packet import InterestView
 from icn.wire.reflexive import LIFETIME_EXTENSION
 from icn.wire.serialize import pack
 from icn.wire.signer import Signer
+from icn.wire.tlv import Buffer
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +189,7 @@ class RmiServer:
         )
         self._poll_timer: asyncio.TimerHandle | None = None
         self._sessions = SessionTable(lifetime=cfg.session_lifetime, max_sessions=cfg.max_sessions)
+        self._local = LocalFiles()  # callers' call files (sessions on this host)
         self._tasks: set[asyncio.Task[None]] = set()
         # calls accepted and not over (pulling their arguments, or their job running), at most
         # max_jobs: counted from acceptance, as calls that arrive together all start jobs later
@@ -216,6 +219,7 @@ class RmiServer:
             self._poll_timer.cancel()
             self._poll_timer = None
         self._polls.clear()
+        self._local.close()
 
     # ---- dispatch ----------------------------------------------------------------------------
 
@@ -524,7 +528,7 @@ class RmiServer:
         except SecurityError as exc:
             raise BadArguments(f"cannot decrypt the arguments: {exc}", function) from None
 
-    def _bind(self, spec: FunctionSpec, blob: bytes) -> tuple[list[Any], dict[str, Any]]:
+    def _bind(self, spec: FunctionSpec, blob: Buffer) -> tuple[list[Any], dict[str, Any]]:
         try:
             args, kwargs = unpack_args(blob)
             if kwargs or len(args) != spec.arity:  # (the common case needs no binding)
@@ -654,8 +658,12 @@ class RmiServer:
         """Authorize and start a checked session call (its job returned, if one started); its
         answer leaves when the job gives it (:meth:`_begin_job`), signed by the session."""
         seq = si.fields.seq or 0
+        slot: LocalSlot | None = None  # the call's slot in its caller's file, on one host
 
         def answer(content: bytes) -> None:
+            if slot is not None and len(content) > MIN_SHARED and slot.put_answer(content, seq):
+                self.counters["local_answers"] += 1
+                content = envelope("local", n=len(content))
             self._sessions.answered(session, seq, call, content)
             reply(_single_use(iv.name, content, session))
             for name, again in call.waiting:
@@ -671,11 +679,20 @@ class RmiServer:
                     f"key {session.caller.fingerprint[:16]} is not authorized to call it", function
                 )
             self.counters["authorized"] += 1
-            payload, private, limit = read_session_params(si.params, function)
+            payload, private, limit, local = read_session_params(si.params, function)
             aad = session_call_aad(si.name_part, seq)
             box = session.box if private else None
-            blob = self._open_args(box, payload, aad, function)
-            args, kwargs = self._bind(spec, blob)
+            if local is not None and not private:
+                slot = self._local.slot(local, session.signer, function)
+            if slot is not None and slot.nargs:
+                view = slot.args()  # read where they lie: the one copy is into the arguments
+                args, kwargs = self._bind(spec, view)
+                # (a pure function's memo is named by the arguments' digest)
+                blob = bytes(view) if spec.pure else b""
+                view.release()
+            else:
+                blob = self._open_args(box, payload, aad, function)
+                args, kwargs = self._bind(spec, blob)
             return self._begin_job(
                 spec, args, kwargs, blob, box, aad, deadline, session.signer, limit, answer
             )

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compute.rmi.errors import BadArguments
+from compute.rmi.local import LocalFile
 from compute.rmi.policy import Caller
+from icn.dataplane.memfile import MemFileError
 from icn.errors import DecodeError
 from icn.security.hmac_signer import HmacSigner
 from icn.security.secretbox import KEY_LEN, CallKey, EphemeralKey, derive_secret
@@ -239,6 +241,10 @@ class ClientSession:
     seq: int = 0
     # the largest packet the path to the server carries, asked of the forwarder once
     packet_limit: int | None = None
+    # on a local path, the file the calls' payloads go in (compute.rmi.local); ``not_local``
+    # once the server could not use it (the calls go in packets)
+    local: LocalFile | None = None
+    not_local: bool = False
 
     def inline_limit(self) -> int:
         """The largest arguments (or result) a call carries in its Interest (or Data)."""
@@ -256,6 +262,28 @@ class ClientSession:
     def usable(self, now: float) -> bool:
         return now < self.expires
 
+    def local_file(self) -> LocalFile | None:
+        """The file for this call's payloads: made on a local path's first call (and anew once
+        too many of its slots were retired), None elsewhere."""
+        if self.not_local or self.packet_limit != T.MAX_LOCAL_PACKET_SIZE:
+            return None
+        local = self.local
+        if local is None or not local.usable():
+            if local is not None:
+                local.retire()
+            try:
+                local = self.local = LocalFile(self.signer)
+            except MemFileError:  # (no memfd here): packets, as on any other path
+                self.local, self.not_local = None, True
+                return None
+        return local
+
+    def end(self) -> None:
+        """The session is no longer used: its file goes once its calls end."""
+        if self.local is not None:
+            self.local.retire()
+            self.local = None
+
 
 def session_offer(session: ServerSession, lifetime: float) -> dict[str, Any]:
     """What the first call's answer adds for its caller: the session id and its lifetime."""
@@ -268,14 +296,22 @@ def session_call_aad(name_part: bytes, seq: int) -> bytes:
     return name_part + encode_nni(seq)
 
 
-def session_params(payload: bytes, private: bool, answer_limit: int) -> bytes:
-    """A session call's ApplicationParameters: the arguments (sealed when private) and the
-    largest answer the caller's path carries in one packet."""
-    return pack({"a": payload, "p": private, "m": answer_limit})
+def session_params(
+    payload: bytes, private: bool, answer_limit: int, local: list[Any] | None = None
+) -> bytes:
+    """A session call's ApplicationParameters: the arguments (sealed when private), the
+    largest answer the caller's path carries in one packet, and for a call between processes of
+    one host the slot of the caller's file its arguments (if not in ``payload``) and answer
+    are in (``compute.rmi.local``)."""
+    value: dict[str, Any] = {"a": payload, "p": private, "m": answer_limit}
+    if local is not None:
+        value["l"] = local
+    return pack(value)
 
 
-def read_session_params(params: Buffer, function: str) -> tuple[bytes, bool, int]:
-    """Inverse of :func:`session_params`; BadArguments for anything else."""
+def read_session_params(params: Buffer, function: str) -> tuple[bytes, bool, int, Any]:
+    """Inverse of :func:`session_params` (the slot reference unchecked, None if there is
+    none); BadArguments for anything else."""
     try:
         value = unpack(params)
         payload, private, limit = value["a"], value["p"], value["m"]
@@ -284,4 +320,4 @@ def read_session_params(params: Buffer, function: str) -> tuple[bytes, bool, int
     except (DecodeError, KeyError, TypeError) as exc:
         raise BadArguments(f"unreadable session call: {exc}", function) from None
     # what a packet can hold at most, whatever the caller asks
-    return payload, bool(private), min(limit, LOCAL_ANSWER_MAX)
+    return payload, bool(private), min(limit, LOCAL_ANSWER_MAX), value.get("l")

@@ -28,7 +28,7 @@ from compute.rmi.errors import BY_KIND, ProtocolError, RemoteError, RmiError
 from icn.errors import ConfigError, DecodeError
 from icn.wire.name import components_after, generic
 from icn.wire.serialize import pack, unpack
-from icn.wire.tlv import read_tl
+from icn.wire.tlv import Buffer, read_tl
 
 VERSION = 1
 # HKDF info for a private call's key: both sides must derive with the same
@@ -88,7 +88,7 @@ def pack_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
     return pack([list(args), dict(sorted(kwargs.items()))])
 
 
-def unpack_args(blob: bytes) -> tuple[list[Any], dict[str, Any]]:
+def unpack_args(blob: Buffer) -> tuple[list[Any], dict[str, Any]]:
     """Inverse of :func:`pack_args`; DecodeError for anything else."""
     value = unpack(blob)
     if (

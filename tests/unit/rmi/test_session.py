@@ -99,7 +99,7 @@ def test_session_params_round_trip_and_refuse_garbage() -> None:
 
     from compute.rmi.errors import BadArguments
 
-    assert read_session_params(session_params(b"a", True, 7000), "f") == (b"a", True, 7000)
+    assert read_session_params(session_params(b"a", True, 7000), "f") == (b"a", True, 7000, None)
     for bad in (b"", b"\xc1", session_params(b"a", False, -1)):
         with pytest.raises(BadArguments):
             read_session_params(bad, "f")

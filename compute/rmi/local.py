@@ -1,0 +1,243 @@
+"""Calls in a session between processes of one host: arguments and results in a memory file of
+the caller's, the packets carrying only where they are (DESIGN section 4's out-of-band path).
+
+Measured before this (README, "Named-function calls against gRPC"): a 64 KiB call in a session
+cost five SHA-256 passes over its payload (the HMACs and the parameters digest the packet format
+requires) and four socket writes of it through the forwarder, where gRPC over TCP hashes nothing
+and writes it twice.  A memory file mapped once and reused costs a copy in and a copy out.
+
+- The caller makes one file per session (``LocalFile``, sparse: only written pages take memory)
+  of ``slots`` slots, each with room for arguments and for an answer and a stamp.  A call takes
+  a free slot, copies its packed arguments there (when larger than ``MIN_SHARED``: smaller ones
+  stay in the packet) and names the slot in its session Interest's parameters, under the
+  session's HMAC like the rest: ``[pid, fd, token, tag, slot, args length]``.
+- ``tag`` proves the two ends share a host before the server opens anything: an HMAC, under the
+  session's key, of the host's boot id (random per boot, never sent).  A caller on another host
+  cannot make it; the server refuses a call without the right one (``NotLocal``), before any
+  work, and the caller sends that session's calls in packets from then on.
+- The server maps the caller's file read-write (``icn.dataplane.memfile``: a memfd of this kind
+  whose token matches, which the kernel lets only the same user open), reads the arguments where
+  they lie, and writes an answer larger than ``MIN_SHARED`` into the slot: stamp -1, the bytes,
+  then the call's sequence number as stamp.  Its Data says only ``{"s": "local", "n": length}``.
+  Smaller answers, and any answer when the file cannot be written, ride in the Data as before.
+- The caller checks the stamp before and after copying the answer out: a slot whose earlier call
+  ended unanswered (timed out, cancelled) is never taken again, so a late answer to it cannot land
+  in another call's slot; the stamp makes any such case an error, never a wrong result.
+- The server's reply cache keeps the small Data: a retransmission is answered with it, and the
+  slot still holds the answer (the call has not ended on the caller's side).
+- Private calls (sealed under the session's key) and calls of pure or idempotent functions (which
+  take the full exchange, for caches and clones) keep their payloads in packets.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from typing import Any
+
+import numpy as np
+
+from compute.rmi.errors import BadArguments, NotLocal, ProtocolError
+from icn.dataplane.memfile import (
+    HEAD,
+    MemFile,
+    MemFileError,
+    PeerFile,
+    PeerFiles,
+    boot_id,
+)
+from icn.security.hmac_signer import HmacSigner
+
+MAGIC = b"ICNRMI1\0"
+SLOTS = 64  # calls in flight per session with their payloads in the file; more go in packets
+SLOT_ARGS = 1 << 20  # the largest packed arguments a slot holds
+SLOT_ANSWER = 1 << 20  # the largest answer a slot holds
+MIN_SHARED = 4096  # payloads up to this size ride in the packets (cheaper than the stamps)
+TAG_LEN = 16
+_ALIGN = 64
+_DATA_AT = 128  # the slots start here, after the header
+_SLOT_HEAD = 64  # a slot's stamp (int64), then padding to the arguments
+_HOST_INFO = b"icn-rmi same host\0"
+
+
+def _round_up(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def host_tag(signer: HmacSigner) -> bytes:
+    """What proves, under a session's key, that its two ends share this host."""
+    return signer.sign_parts(_HOST_INFO, boot_id())[:TAG_LEN]
+
+
+class _Layout:
+    """Where slot ``i``'s stamp, arguments and answer are in a file of this kind."""
+
+    __slots__ = ("answer_cap", "args_cap", "slot_bytes", "slots")
+
+    def __init__(self, slots: int, args_cap: int, answer_cap: int) -> None:
+        self.slots, self.args_cap, self.answer_cap = slots, args_cap, answer_cap
+        self.slot_bytes = _round_up(_SLOT_HEAD + args_cap + answer_cap)
+
+    def size(self) -> int:
+        return _DATA_AT + self.slots * self.slot_bytes
+
+    def stamp_at(self, slot: int) -> int:
+        return _DATA_AT + slot * self.slot_bytes
+
+    def args_at(self, slot: int) -> int:
+        return self.stamp_at(slot) + _SLOT_HEAD
+
+    def answer_at(self, slot: int) -> int:
+        return self.args_at(slot) + self.args_cap
+
+    def header(self) -> bytes:
+        return b"".join(
+            x.to_bytes(8, "little") for x in (self.slots, self.args_cap, self.answer_cap)
+        )
+
+    @classmethod
+    def read(cls, peer: PeerFile) -> _Layout:
+        raw = peer.map[HEAD : HEAD + 24]
+        slots, args_cap, answer_cap = (int.from_bytes(raw[i : i + 8], "little") for i in (0, 8, 16))
+        layout = cls(slots, args_cap, answer_cap)
+        if slots == 0 or layout.size() > len(peer.map):
+            raise MemFileError("a call file shorter than its header says")
+        return layout
+
+
+class LocalFile:
+    """The caller's file of one session, and which of its slots are free."""
+
+    def __init__(
+        self,
+        signer: HmacSigner,
+        slots: int = SLOTS,
+        args_cap: int = SLOT_ARGS,
+        answer_cap: int = SLOT_ANSWER,
+    ) -> None:
+        self.layout = _Layout(slots, args_cap, answer_cap)
+        self.file = MemFile("icn-rmi-calls", self.layout.size(), MAGIC)
+        self.file.map[HEAD : HEAD + 24] = self.layout.header()
+        self.stamps = np.frombuffer(self.file.map, dtype=np.int64)  # read at stamp_at // 8
+        self.ref = [self.file.pid, self.file.fd, self.file.token, host_tag(signer)]
+        self.free = list(range(slots - 1, -1, -1))
+        self.retired = 0  # slots whose call ended unanswered: never taken again
+        self.closing = False  # its session ended: closed once no call holds a slot
+
+    def take(self) -> int | None:
+        """A free slot (its stamp cleared), or None when every slot is in use."""
+        if not self.free:
+            return None
+        slot = self.free.pop()
+        self.stamps[self.layout.stamp_at(slot) // 8] = -1
+        return slot
+
+    def give_back(self, slot: int, answered: bool) -> None:
+        if answered:
+            self.free.append(slot)
+        else:
+            self.retired += 1
+        if self.closing:
+            self.retire()
+
+    def usable(self) -> bool:
+        """False once half the slots are retired: the session then makes a new file."""
+        return not self.closing and self.retired < self.layout.slots // 2
+
+    def retire(self) -> None:
+        """No more calls take a slot; the file is closed once the calls holding one end."""
+        self.closing = True
+        if len(self.free) + self.retired == self.layout.slots and not self.file.map.closed:
+            self.close()
+
+    def put_args(self, slot: int, blob: bytes) -> list[Any]:
+        """Copy ``blob`` into the slot; the reference the call's parameters carry."""
+        at = self.layout.args_at(slot)
+        self.file.map[at : at + len(blob)] = blob
+        return [*self.ref, slot, len(blob)]
+
+    def slot_ref(self, slot: int) -> list[Any]:
+        """The reference of a slot whose call's arguments ride in the packet."""
+        return [*self.ref, slot, 0]
+
+    def answer(self, slot: int, seq: int, length: int, function: str) -> bytes:
+        """The answer the server wrote in the slot for call ``seq``, copied out."""
+        layout = self.layout
+        if not 0 <= length <= layout.answer_cap:
+            raise ProtocolError(f"an answer of {length} octets does not fit its slot", function)
+        stamp = layout.stamp_at(slot) // 8
+        at = layout.answer_at(slot)
+        if int(self.stamps[stamp]) == seq:
+            content = self.file.map[at : at + length]
+            if int(self.stamps[stamp]) == seq:
+                return content
+        raise ProtocolError("the answer's slot does not hold this call's answer", function)
+
+    def close(self) -> None:
+        self.closing = True
+        self.stamps = np.zeros(0, dtype=np.int64)
+        self.file.close()
+
+
+class LocalSlot:
+    """A call's slot in its caller's file, as the server sees it."""
+
+    __slots__ = ("layout", "nargs", "peer", "slot")
+
+    def __init__(self, peer: PeerFile, layout: _Layout, slot: int, nargs: int) -> None:
+        self.peer, self.layout, self.slot, self.nargs = peer, layout, slot, nargs
+
+    def args(self) -> memoryview:
+        at = self.layout.args_at(self.slot)
+        return memoryview(self.peer.map)[at : at + self.nargs]
+
+    def put_answer(self, content: bytes, seq: int) -> bool:
+        """Write ``content`` as call ``seq``'s answer; False when it does not fit or the file is
+        gone (the answer then rides in the Data)."""
+        layout = self.layout
+        if len(content) > layout.answer_cap or self.peer.map.closed:
+            return False
+        stamp_at = layout.stamp_at(self.slot)
+        at = layout.answer_at(self.slot)
+        m = self.peer.map
+        m[stamp_at : stamp_at + 8] = (-1).to_bytes(8, "little", signed=True)
+        m[at : at + len(content)] = content
+        m[stamp_at : stamp_at + 8] = seq.to_bytes(8, "little", signed=True)
+        return True
+
+
+class LocalFiles:
+    """The server's mappings of its callers' files."""
+
+    def __init__(self) -> None:
+        self._files = PeerFiles(MAGIC, writable=True)
+        self.pid = os.getpid()
+
+    def slot(self, ref: Any, signer: HmacSigner, function: str) -> LocalSlot:
+        """The slot a session call names: NotLocal when the caller is not on this host or its
+        file cannot be opened here, BadArguments for a malformed or out-of-range reference."""
+        if not isinstance(ref, list) or len(ref) != 6:
+            raise BadArguments("a local call's reference is a list of 6 fields", function)
+        pid, fd, token, tag, slot, nargs = ref
+        ints = (pid, fd, slot, nargs)
+        if (
+            not all(type(x) is int and x >= 0 for x in ints)
+            or not isinstance(token, bytes)
+            or not isinstance(tag, bytes)
+        ):
+            raise BadArguments("a local call's reference has a field of the wrong type", function)
+        if not hmac.compare_digest(tag, host_tag(signer)):
+            raise NotLocal("the caller is not on this server's host", function)
+        try:
+            peer = self._files.get(pid, fd, token)
+            layout = peer.layout
+            if not isinstance(layout, _Layout):
+                layout = peer.layout = _Layout.read(peer)
+        except MemFileError as exc:
+            raise NotLocal(f"cannot open the caller's call file ({exc})", function) from None
+        if slot >= layout.slots or nargs > layout.args_cap:
+            raise BadArguments("a local call's reference is out of its file", function)
+        return LocalSlot(peer, layout, slot, nargs)
+
+    def close(self) -> None:
+        self._files.close()
