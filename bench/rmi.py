@@ -10,7 +10,10 @@ call carries the payload both ways:
            forwarder first when they exceed 6000 B) and agrees the session; later calls are one
            HMAC-signed Interest and its Data, arguments and results inline up to the path's
            packet limit (4 MiB here: every hop to the server is local, as the client asks its
-           forwarder once per session).  The table's cells measure these later calls.
+           forwarder once per session).  The table's cells measure these later calls.  As
+           client and server share this host, payloads over 4 KiB go in the session's memory
+           file (compute/rmi/local.py), the packets saying where; --payloads packets keeps
+           them in the packets, as between hosts.
   grpc:    grpc.aio channel (this process) -> bench/grpc_server.py over TCP on 127.0.0.1
   ceiling: one TCP connection (this process) -> bench/rmi_ceiling_server.py on 127.0.0.1,
            length-prefixed msgpack frames [call id, bytes] multiplexed by call id, answered
@@ -27,6 +30,7 @@ same endpoint each make one call, one at a time, per payload size (p50 and p99 o
 fewer than 100 calls the p99 is the slowest).
 
 Run: .venv/bin/python bench/rmi.py [--quick] [--duration 3] [--rounds 3] [--concurrency 1,64]
+     [--payloads shared|packets]
 Needs grpcio: pip install -e .[bench]
 """
 
@@ -301,7 +305,11 @@ async def main(args: argparse.Namespace) -> None:
         csrv.wait_for("ready", stream="stdout")
         ceiling_port = int(csrv.output().split("ready", 1)[1].split()[0])
 
-        client = Client(await Endpoint.connect(f"unix://{sock}"), timeout=args.timeout)
+        client = Client(
+            await Endpoint.connect(f"unix://{sock}"),
+            timeout=args.timeout,
+            shared=args.payloads == "shared",
+        )
         channel = grpc.aio.insecure_channel(f"{HOST}:{port}")
         stub = channel.unary_unary(GRPC_METHOD)
         ceiling = await CeilingClient.connect(HOST, ceiling_port)
@@ -323,13 +331,17 @@ async def main(args: argparse.Namespace) -> None:
         ]
         rows: list[Row] = []
         per_call: list[str] = []  # Interests the forwarder saw per rmi call, by cell
+        local: list[str] = []  # answers through the memory file per rmi call, by cell
         for size in args.sizes:
             payload = os.urandom(size)
             for conc in args.concurrency:
                 before = fwd.counters().get("fw.in_interest", 0)
+                answers = client.counters["local_answers"]
                 cells, made = await measure(sides, payload, conc, args)
                 interests = fwd.counters().get("fw.in_interest", 0) - before
                 per_call.append(f"{size_label(size)} x{conc} {interests / max(made, 1):.1f}")
+                answers = client.counters["local_answers"] - answers
+                local.append(f"{size_label(size)} x{conc} {answers / max(made, 1):.2f}")
                 rows.append((size, conc, cells["rmi"], cells["grpc"], cells["ceiling"]))
                 print(
                     f"  {size_label(size)} x{conc}: rmi {cells['rmi'].rate:,.0f} calls/s, "
@@ -366,6 +378,14 @@ async def main(args: argparse.Namespace) -> None:
         "rmi: client -> forwarder (Unix socket) -> RMI server process, in a session; "
         f"grpc: grpc.aio {grpc.__version__} unary over TCP {HOST}"
     )
+    print(
+        "payloads over 4 KiB: "
+        + (
+            "in the session's memory file (same host), the packets say where"
+            if args.payloads == "shared"
+            else "in the packets (--payloads packets)"
+        )
+    )
     print_table(rows)
     print(
         f"ceiling: msgpack frames over one asyncio TCP connection {HOST} -> "
@@ -373,6 +393,7 @@ async def main(args: argparse.Namespace) -> None:
     )
     print_ceiling(rows)
     print("Interests through the forwarder per rmi call: " + ", ".join(per_call))
+    print("answers through the memory file per rmi call: " + ", ".join(local))
     print(
         f"first call of a session (full exchange; {args.first_calls} fresh clients, 1 in flight): "
         + ", ".join(
@@ -409,6 +430,13 @@ if __name__ == "__main__":
     ap.add_argument("--concurrency", type=parse_ints, default=[1, 64], help="e.g. 1,64")
     ap.add_argument("--sizes", type=parse_ints, default=[100, 65536], help="argument bytes")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per call at most")
+    ap.add_argument(
+        "--payloads",
+        choices=["shared", "packets"],
+        default="shared",
+        help="shared: large payloads in a memory file (client and server share this host); "
+        "packets: in the packets, as between hosts",
+    )
     ap.add_argument(
         "--first-calls", type=int, help="fresh rmi clients per size, one call each (default 40)"
     )

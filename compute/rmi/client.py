@@ -243,6 +243,7 @@ class Client:
         max_poll_interval: float = 2.0,
         inline_args: int = 6000,
         sessions: bool = True,
+        shared: bool = True,
     ) -> None:
         self.ep = ep
         self.identity = identity or Identity.generate()
@@ -263,6 +264,9 @@ class Client:
         # calls are one signed Interest and its Data (``sessions=False``: every call runs the
         # full exchange)
         self.sessions = sessions
+        # a session with a server on this host carries large payloads in a memory file
+        # (compute.rmi.local; ``shared=False``: in the packets, as between hosts)
+        self.shared = shared
         self._sessions: dict[bytes, ClientSession] = {}
         # the first call to a server agrees its session; calls made meanwhile wait for it
         # rather than each agreeing one of their own (the server would keep them all)
@@ -459,6 +463,7 @@ class Client:
         loop = asyncio.get_running_loop()
         session = ClientSession.agreed(sid, secret, float(ttl), loop.time())
         session.packet_limit = self._path_limits.get(prefix)
+        session.not_local = not self.shared
         self._sessions[prefix] = session
         self.counters["sessions"] += 1
 

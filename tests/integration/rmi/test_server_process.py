@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,6 +69,22 @@ def icn(uri: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(
         argv, ran.returncode, ran.stdout.decode(), ran.stderr.decode()
     )
+
+
+async def test_large_calls_in_a_session_go_through_the_callers_memory_file(
+    served: tuple[str, Child], cpu: CpuLoad
+) -> None:
+    # two processes of one host: the server maps the caller's file (compute/rmi/local.py)
+    uri, _ = served
+    client = await Client.connect(uri, timeout=cpu.budget(30))
+    try:
+        blob = os.urandom(256 * 1024)
+        for _ in range(3):
+            assert await client.call("/svc/echo", blob) == blob
+        assert client.counters["session_calls"] == 2
+        assert client.counters["local_answers"] == 2 and client.counters["not_local"] == 0
+    finally:
+        client.close()
 
 
 def test_cli_call_results_errors_and_exit_codes(served: tuple[str, Child]) -> None:
