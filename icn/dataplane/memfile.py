@@ -5,10 +5,11 @@ An owner creates a memory file (``memfd``) that begins with a magic and a 16-oct
 token; a peer opens it as ``/proc/<pid>/fd/<fd>``, which the kernel allows only to processes
 that may read the owner's memory anyway (the same user, or root).  Before mapping, a peer
 checks that the path is a memory file (``/memfd:...``, a regular file, opened without
-blocking: a reference may name any fd of a local process), and after, that it holds the magic
-and the token the reference gave.  So a reused pid or fd, a forged reference or a reference to
-some other open file is refused, and nothing but a memory file made for this purpose is ever
-read or written.
+blocking: a reference may name any fd of a local process), that its size is sealed (an owner
+cannot shrink it under a peer's mapping: touching a page past the end would kill the peer with
+SIGBUS), and after mapping, that it holds the magic and the token the reference gave.  So a
+reused pid or fd, a forged reference or a reference to some other open file is refused, and
+nothing but a memory file made for this purpose is ever read or written.
 
 The collective's chunks (``compute/collective/shared.py``) and named-function calls in a
 session (``compute/rmi/local.py``) keep their own layouts in such files; this module holds
@@ -18,6 +19,8 @@ what they share: making, opening and keeping files mapped.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import functools
 import mmap
 import os
 import secrets
@@ -32,6 +35,8 @@ HEAD = MAGIC_LEN + TOKEN_LEN  # a layout's own header fields start here
 # peers' files kept mapped by one reader, least recently used closed first: a mapping keeps its
 # file's memory alive after its owner has closed it (a peer gone, a file outgrown)
 MAX_MAPS = 64
+# sealed by the owner once sized: neither end can change it while the other maps it
+SIZE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
 
 class MemFileError(IcnError):
@@ -53,9 +58,11 @@ class MemFile:
         self.token = secrets.token_bytes(TOKEN_LEN)
         self.size = size
         # CLOEXEC: /proc/<pid>/fd works without inheriting, and children should not hold it
-        self.fd = os.memfd_create(name[:200], os.MFD_CLOEXEC)  # the kernel takes 249 octets
+        flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
+        self.fd = os.memfd_create(name[:200], flags)  # the kernel takes 249 octets
         try:
             os.ftruncate(self.fd, size)  # sparse: pages are allocated once written
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, SIZE_SEALS | fcntl.F_SEAL_SEAL)
             self.map = mmap.mmap(self.fd, size)
         except OSError as exc:
             os.close(self.fd)
@@ -93,6 +100,8 @@ class PeerFile:
             info = os.fstat(fd_here)
             if not stat.S_ISREG(info.st_mode) or info.st_size < HEAD:
                 raise MemFileError(f"{path}: not a memory file of this kind")
+            if fcntl.fcntl(fd_here, fcntl.F_GET_SEALS) & SIZE_SEALS != SIZE_SEALS:
+                raise MemFileError(f"{path}: a memory file whose size is not sealed")
             prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
             self.map = mmap.mmap(fd_here, info.st_size, prot=prot)
         except OSError as exc:
@@ -157,6 +166,7 @@ class PeerFiles:
         self._maps.clear()
 
 
+@functools.cache
 def boot_id() -> bytes:
     """This host's boot id (random per boot, readable by every local process, never sent
     anywhere by this project): what two processes compare, under a key they share, to prove
