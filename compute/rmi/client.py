@@ -267,6 +267,7 @@ class Client:
         # a session with a server on this host carries large payloads in a memory file
         # (compute.rmi.local; ``shared=False``: in the packets, as between hosts)
         self.shared = shared
+        self._large_answers: set[str] = set()  # functions whose answers exceeded MIN_SHARED
         self._sessions: dict[bytes, ClientSession] = {}
         # the first call to a server agrees its session; calls made meanwhile wait for it
         # rather than each agreeing one of their own (the server would keep them all)
@@ -484,7 +485,13 @@ class Client:
         name = prefix + function_component(fn) + session_name(session.sid)
         aad = session_call_aad(name, seq)
         payload = session.box.seal(blob, aad=aad) if private else blob
-        local = None if private else session.local_file()
+        # a slot when the arguments are large, or the function's answers were: small calls
+        # stay as they were (a slot costs them a tenth of their rate)
+        local = (
+            None
+            if private or (len(blob) <= MIN_SHARED and function not in self._large_answers)
+            else session.local_file()
+        )
         slot = None if local is None else local.take()
         ref = None
         if local is not None and slot is not None:
@@ -525,6 +532,13 @@ class Client:
                 return await self._session_call(
                     prefix, fn, function, blob, private, session, progress, started
                 )
+            if (
+                local is None
+                and env["s"] == "ok"
+                and len(env.get("r") or b"") > MIN_SHARED
+                and len(self._large_answers) < MAX_NAMES_KEPT
+            ):  # its next calls name a slot for the answer
+                self._large_answers.add(function)
             if env["s"] == "local" and local is not None and slot is not None:
                 length = env.get("n")
                 if not isinstance(length, int):

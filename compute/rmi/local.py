@@ -206,6 +206,18 @@ class LocalSlot:
         return True
 
 
+class LocalProof:
+    """What a server session keeps of its caller's file once checked: the reference's first
+    four fields (pid, fd, token, host tag) and the file, mapped."""
+
+    __slots__ = ("head", "layout", "peer")
+
+    def __init__(self) -> None:
+        self.head: list[Any] | None = None
+        self.peer: PeerFile | None = None
+        self.layout = _Layout(1, 0, 0)
+
+
 class LocalFiles:
     """The server's mappings of its callers' files."""
 
@@ -213,15 +225,35 @@ class LocalFiles:
         self._files = PeerFiles(MAGIC, writable=True)
         self.pid = os.getpid()
 
-    def slot(self, ref: Any, signer: HmacSigner, function: str) -> LocalSlot:
+    def slot(
+        self, ref: Any, signer: HmacSigner, function: str, proof: LocalProof | None = None
+    ) -> LocalSlot:
         """The slot a session call names: NotLocal when the caller is not on this host or its
-        file cannot be opened here, BadArguments for a malformed or out-of-range reference."""
+        file cannot be opened here, BadArguments for a malformed or out-of-range reference.
+        ``proof`` (the session's) keeps the file checked last, so the session's next calls
+        naming it skip the host tag and the lookup."""
         if not isinstance(ref, list) or len(ref) != 6:
             raise BadArguments("a local call's reference is a list of 6 fields", function)
-        pid, fd, token, tag, slot, nargs = ref
-        ints = (pid, fd, slot, nargs)
+        slot, nargs = ref[4], ref[5]
+        if type(slot) is not int or type(nargs) is not int or slot < 0 or nargs < 0:
+            raise BadArguments("a local call's reference has a field of the wrong type", function)
+        head = ref[:4]
+        if proof is not None and proof.head == head and proof.peer is not None:
+            peer, layout = proof.peer, proof.layout
+            if peer.map.closed:  # (closed as the least recently used of the mappings)
+                peer, layout = self._open(head, signer, function)
+        else:
+            peer, layout = self._open(head, signer, function)
+        if proof is not None:
+            proof.head, proof.peer, proof.layout = head, peer, layout
+        if slot >= layout.slots or nargs > layout.args_cap:
+            raise BadArguments("a local call's reference is out of its file", function)
+        return LocalSlot(peer, layout, slot, nargs)
+
+    def _open(self, head: list[Any], signer: HmacSigner, function: str) -> tuple[PeerFile, _Layout]:
+        pid, fd, token, tag = head
         if (
-            not all(type(x) is int and x >= 0 for x in ints)
+            not all(type(x) is int and x >= 0 for x in (pid, fd))
             or not isinstance(token, bytes)
             or not isinstance(tag, bytes)
         ):
@@ -235,9 +267,7 @@ class LocalFiles:
                 layout = peer.layout = _Layout.read(peer)
         except MemFileError as exc:
             raise NotLocal(f"cannot open the caller's call file ({exc})", function) from None
-        if slot >= layout.slots or nargs > layout.args_cap:
-            raise BadArguments("a local call's reference is out of its file", function)
-        return LocalSlot(peer, layout, slot, nargs)
+        return peer, layout
 
     def close(self) -> None:
         self._files.close()

@@ -683,7 +683,7 @@ class RmiServer:
             aad = session_call_aad(si.name_part, seq)
             box = session.box if private else None
             if local is not None and not private:
-                slot = self._local.slot(local, session.signer, function)
+                slot = self._local.slot(local, session.signer, function, session.local)
             if slot is not None and slot.nargs:
                 view = slot.args()  # read where they lie: the one copy is into the arguments
                 args, kwargs = self._bind(spec, view)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compute.rmi.errors import BadArguments
-from compute.rmi.local import LocalFile
+from compute.rmi.local import LocalFile, LocalProof
 from compute.rmi.policy import Caller
 from icn.dataplane.memfile import MemFileError
 from icn.errors import DecodeError
@@ -117,6 +117,8 @@ class ServerSession:
     # recent calls by sequence number: a retransmitted call (the same sequence number, a new
     # SignatureNonce and time) gets its call's answer instead of running twice
     calls: OrderedDict[int, SessionCall] = field(default_factory=OrderedDict)
+    # the caller's call file, once checked (compute.rmi.local)
+    local: LocalProof = field(default_factory=LocalProof)
 
     def remember(self, seq: int, call: SessionCall, keep: int = 256) -> None:
         self.calls[seq] = call

@@ -86,3 +86,17 @@ async def test_a_caller_the_server_cannot_prove_local_is_refused_unrun_then_goes
     assert server.counters["refused_not_local"] == 1 and client.counters["not_local"] == 1
     assert client.counters["local_answers"] == 0 and session.local is None
     assert local.file.map.closed  # the session's file went with it
+
+
+async def test_a_function_whose_answers_are_large_gets_a_slot_for_them(line: Line) -> None:
+    # small arguments: no slot at first (a slot costs small calls); once an answer came large
+    # in its Data, the function's next calls name a slot and their answers go through the file
+    server = await line.start_server()
+    client = line.client()
+    assert await client.call(f"{PREFIX}/echo", 1) == 1  # agrees the session
+    sizes = (256 * 400, 256 * 401, 256 * 402)
+    results = [await client.call(f"{PREFIX}/big_result", n) for n in sizes]
+    assert [len(r) for r in results] == list(sizes)
+    assert client.counters["local_answers"] == 2 and server.counters["local_answers"] == 2
+    assert await client.call(f"{PREFIX}/echo", 2) == 2  # echo's small calls still take none
+    assert client.counters["local_answers"] == 2
