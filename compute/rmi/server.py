@@ -623,7 +623,7 @@ class RmiServer:
         if verdict == SessionCheck.OK and session is not None and seq is not None:
             self.counters["session_calls"] += 1
             call = SessionCall()
-            session.remember(seq, call)
+            self._sessions.remember(session, seq, call)
             self.in_progress += 1
             self._end_when_done(self._serve_session_call(iv, reply, function, session, si, call))
             return

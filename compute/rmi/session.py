@@ -120,10 +120,13 @@ class ServerSession:
     # the caller's call file, once checked (compute.rmi.local)
     local: LocalProof = field(default_factory=LocalProof)
 
-    def remember(self, seq: int, call: SessionCall, keep: int = 256) -> None:
+    def remember(self, seq: int, call: SessionCall, keep: int = 256) -> list[int]:
+        """Keep ``call``; the sequence numbers of the calls forgotten to make room."""
         self.calls[seq] = call
+        gone = []
         while len(self.calls) > keep:
-            self.calls.popitem(last=False)
+            gone.append(self.calls.popitem(last=False)[0])
+        return gone
 
 
 class SessionCall:
@@ -175,6 +178,8 @@ class SessionTable:
         beyond ``max_answer_bytes`` (their calls are forgotten: a late repeat of one is
         refused as a replay, never run)."""
         call.answer = answer
+        if session.calls.get(seq) is not call:  # forgotten already: nothing to answer again
+            return
         self._answers[session.sid, seq] = len(answer)
         self.answer_bytes += len(answer)
         while self.answer_bytes > self.max_answer_bytes and self._answers:
@@ -183,6 +188,15 @@ class SessionTable:
             owner = self._by_sid.get(sid)
             if owner is not None:
                 owner.calls.pop(old, None)
+
+    def remember(self, session: ServerSession, seq: int, call: SessionCall) -> None:
+        """Keep ``call`` for retransmissions of it; the answers of the calls the session
+        forgets to make room leave the byte count (kept, their bookkeeping grew by an entry
+        per call until ``max_answer_bytes`` of answers were counted: 600,000 of 100 B)."""
+        for old in session.remember(seq, call):
+            size = self._answers.pop((session.sid, old), None)
+            if size is not None:
+                self.answer_bytes -= size
 
     def __len__(self) -> int:
         return len(self._by_sid)

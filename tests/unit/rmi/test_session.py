@@ -114,10 +114,25 @@ def test_answers_kept_for_retransmissions_are_bounded_in_bytes() -> None:
     calls = []
     for seq, session in enumerate((a, b, a, b), start=1):
         call = SessionCall()
-        session.remember(seq, call)
+        table.remember(session, seq, call)
         table.answered(session, seq, call, bytes(4000))
         calls.append(call)
     # 16,000 bytes answered, 10,000 kept: the two oldest calls are forgotten
     assert table.answer_bytes == 8000
     assert 1 not in a.calls and 2 not in b.calls
     assert a.calls[3].answer == bytes(4000) and b.calls[4] is calls[3]
+
+
+def test_answers_of_calls_a_session_forgets_leave_the_count() -> None:
+    # each session keeps its last 256 calls: the answers of older ones are no longer kept,
+    # and the table's count of them (one entry per call) must not grow without bound
+    from compute.rmi.session import SessionCall
+
+    table = SessionTable()
+    session = table.create(CALLER, SECRET, now=0.0)
+    for seq in range(1, 10_001):
+        call = SessionCall()
+        table.remember(session, seq, call)
+        table.answered(session, seq, call, bytes(100))
+    assert len(session.calls) == 256
+    assert len(table._answers) == 256 and table.answer_bytes == 256 * 100
