@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import os
 import secrets
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
 from compute.rmi.errors import RemoteError
 from compute.rmi.functions import FunctionSpec
 from icn.wire.signer import Signer
+
+log = logging.getLogger(__name__)
 
 # Weight of the newest run time in the learnt estimate (an exponential moving average).
 EWMA_WEIGHT = 0.3
@@ -83,13 +86,31 @@ class JobRunner:
     def estimate(self, spec: FunctionSpec) -> float:
         return self._learnt.get(spec.name, spec.duration)
 
-    def start(self, spec: FunctionSpec, args: list[Any], kwargs: dict[str, Any]) -> Job:
-        loop = asyncio.get_running_loop()
-        job = Job(spec, loop.time(), self.estimate(spec))
+    def create(self, spec: FunctionSpec) -> Job:
+        """A job for a call of ``spec``, not started: add its callbacks, then :meth:`run`."""
+        job = Job(spec, asyncio.get_running_loop().time(), self.estimate(spec))
         self.running[job.token] = job
-        task = job.task = loop.create_task(self._run(job, args, kwargs))
+        return job
+
+    def run(self, job: Job, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """Start ``job`` here and now: it runs until it first waits, as an eager task would
+        (Python 3.12's), so a coroutine that returns without waiting is done, its callbacks
+        called, when this returns, with no task made and no turn of the loop waited."""
+        coro = self._run(job, args, kwargs)
+        try:
+            waits_for = coro.send(None)
+        except StopIteration:
+            return
+        except BaseException:  # (what a task would have logged: a callback that raised)
+            log.exception("job of %s failed in its callbacks", job.spec.name)
+            return
+        task = job.task = asyncio.get_running_loop().create_task(_go_on(coro, waits_for))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def start(self, spec: FunctionSpec, args: list[Any], kwargs: dict[str, Any]) -> Job:
+        job = self.create(spec)
+        self.run(job, args, kwargs)
         return job
 
     async def _run(self, job: Job, args: list[Any], kwargs: dict[str, Any]) -> None:
@@ -153,3 +174,43 @@ class JobRunner:
             self._threads.shutdown(wait=False, cancel_futures=True)
         if self._processes is not None:
             self._processes.shutdown(wait=False, cancel_futures=True)
+
+
+async def _go_on(coro: Coroutine[Any, Any, None], waits_for: Any) -> None:
+    """Drive ``coro``, started by :meth:`JobRunner.run` and now waiting for ``waits_for``, as
+    its own task would have (asyncio's Task step, for the futures and bare yields asyncio's
+    awaitables make): wait until the future is done, without reading it, then resume the
+    coroutine, which reads the outcome itself (with its traceback: a future gives that only
+    once).  A cancellation of this task cancels what the coroutine waits for, as a task's
+    does, or is thrown in where it waits when that was done already."""
+    loop = asyncio.get_running_loop()
+    while True:
+        thrown: BaseException | None = None
+        if waits_for is None:  # a bare yield (asyncio.sleep(0)): one turn of the loop
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError as exc:
+                thrown = exc
+        elif getattr(waits_for, "_asyncio_future_blocking", None) is not None:
+            waits_for._asyncio_future_blocking = False  # ours to wait for now, as a task's
+            while not waits_for.done():
+                woken = loop.create_future()
+                waits_for.add_done_callback(partial(_wake, woken))
+                try:
+                    await woken
+                except asyncio.CancelledError as exc:
+                    if waits_for.done():
+                        thrown = exc
+                    else:  # cancel it, and wait for it to end (a task may take a while)
+                        waits_for.cancel()
+        else:
+            thrown = RuntimeError(f"a job's coroutine yielded {waits_for!r}, not a future")
+        try:
+            waits_for = coro.send(None) if thrown is None else coro.throw(thrown)
+        except StopIteration:
+            return
+
+
+def _wake(woken: asyncio.Future[None], _done: Any) -> None:
+    if not woken.done():
+        woken.set_result(None)

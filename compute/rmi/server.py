@@ -463,7 +463,7 @@ class RmiServer:
                 self.counters["memo_hit"] += 1
                 answer(envelope("memo", name=memo_name(self.here, function, digest)))
                 return None
-        job = self.jobs.start(spec, args, kwargs)
+        job = self.jobs.create(spec)  # run below, once its callbacks are in place
         job.signer = signer
         self.counters["started"] += 1
         answered = False
@@ -502,20 +502,15 @@ class RmiServer:
         budget = min(cfg.inline_budget, deadline - cfg.margin - loop.time())
         if budget <= 0:
             give()
+            self.jobs.run(job, args, kwargs)
             return job
         job.callbacks.append(lambda j: give())
-
-        def wait_budget() -> None:
-            if not answered:
-                timer = loop.call_later(budget, give)
-                job.callbacks.append(lambda j: timer.cancel())
-
-        if spec.run == "loop":
-            # the job's task takes its first step before this callback: a function that
-            # returns without waiting has been answered by then, with no timer armed
-            loop.call_soon(wait_budget)
-        else:
-            wait_budget()
+        # a coroutine runs here until it first waits: one that returns without waiting has
+        # been answered when this returns, with no task made and no timer armed
+        self.jobs.run(job, args, kwargs)
+        if not answered:
+            timer = loop.call_later(budget, give)
+            job.callbacks.append(lambda j: timer.cancel())
         return job
 
     def _open_args(
