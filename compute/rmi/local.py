@@ -7,10 +7,13 @@ requires) and four socket writes of it through the forwarder, where gRPC over TC
 and writes it twice.  A memory file mapped once and reused costs a copy in and a copy out.
 
 - The caller makes one file per session (``LocalFile``, sparse: only written pages take memory)
-  of ``slots`` slots, each with room for arguments and for an answer and a stamp.  A call takes
-  a free slot, copies its packed arguments there (when larger than ``MIN_SHARED``: smaller ones
-  stay in the packet) and names the slot in its session Interest's parameters, under the
-  session's HMAC like the rest: ``[pid, fd, token, tag, slot, args length]``.
+  of ``slots`` slots, each with room for arguments and for an answer and a stamp.  A call with
+  arguments larger than ``MIN_SHARED``, or of a function whose answers came larger, takes a free
+  slot (other calls stay as they were: naming a slot cost small calls a tenth of their rate),
+  copies its packed arguments there if large and names the slot in its session Interest's
+  parameters, under the session's HMAC like the rest: ``[pid, fd, token, tag, slot, args
+  length]``.  The server keeps, per session, the file it checked last (``LocalProof``): later
+  calls naming it skip the tag and the lookup.
 - ``tag`` proves the two ends share a host before the server opens anything: an HMAC, under the
   session's key, of the host's boot id (random per boot, never sent).  A caller on another host
   cannot make it; the server refuses a call without the right one (``NotLocal``), before any
