@@ -54,6 +54,7 @@ async def test_large_payloads_go_in_the_memory_file_and_small_ones_in_the_packet
     assert len({bytes(g) for g in got}) == 72
     assert client.counters["local_answers"] >= 4 + 64
     assert funcs.RAN["echo"] == 1 + 4 + 1 + 72
+    assert server.in_progress == 0  # every call, answered at once or not, ended
 
 
 async def test_shared_off_keeps_the_payloads_in_the_packets(line: Line) -> None:
