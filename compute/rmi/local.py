@@ -35,10 +35,7 @@ and writes it twice.  A memory file mapped once and reused costs a copy in and a
 from __future__ import annotations
 
 import hmac
-import os
 from typing import Any
-
-import numpy as np
 
 from compute.rmi.errors import BadArguments, NotLocal, ProtocolError
 from icn.dataplane.memfile import (
@@ -61,6 +58,7 @@ _ALIGN = 64
 _DATA_AT = 128  # the slots start here, after the header
 _SLOT_HEAD = 64  # a slot's stamp (int64), then padding to the arguments
 _HOST_INFO = b"icn-rmi same host\0"
+_NO_STAMP = (-1).to_bytes(8, "little", signed=True)  # a slot being written, or not yet
 
 
 def _round_up(n: int) -> int:
@@ -121,7 +119,6 @@ class LocalFile:
         self.layout = _Layout(slots, args_cap, answer_cap)
         self.file = MemFile("icn-rmi-calls", self.layout.size(), MAGIC)
         self.file.map[HEAD : HEAD + 24] = self.layout.header()
-        self.stamps = np.frombuffer(self.file.map, dtype=np.int64)  # read at stamp_at // 8
         self.ref = [self.file.pid, self.file.fd, self.file.token, host_tag(signer)]
         self.free = list(range(slots - 1, -1, -1))
         self.retired = 0  # slots whose call ended unanswered: never taken again
@@ -132,7 +129,8 @@ class LocalFile:
         if not self.free:
             return None
         slot = self.free.pop()
-        self.stamps[self.layout.stamp_at(slot) // 8] = -1
+        at = self.layout.stamp_at(slot)
+        self.file.map[at : at + 8] = _NO_STAMP
         return slot
 
     def give_back(self, slot: int, answered: bool) -> None:
@@ -168,17 +166,18 @@ class LocalFile:
         layout = self.layout
         if not 0 <= length <= layout.answer_cap:
             raise ProtocolError(f"an answer of {length} octets does not fit its slot", function)
-        stamp = layout.stamp_at(slot) // 8
+        m = self.file.map
+        stamp = layout.stamp_at(slot)
+        want = seq.to_bytes(8, "little", signed=True)
         at = layout.answer_at(slot)
-        if int(self.stamps[stamp]) == seq:
-            content = self.file.map[at : at + length]
-            if int(self.stamps[stamp]) == seq:
+        if m[stamp : stamp + 8] == want:
+            content = m[at : at + length]
+            if m[stamp : stamp + 8] == want:
                 return content
         raise ProtocolError("the answer's slot does not hold this call's answer", function)
 
     def close(self) -> None:
         self.closing = True
-        self.stamps = np.zeros(0, dtype=np.int64)
         self.file.close()
 
 
@@ -203,7 +202,7 @@ class LocalSlot:
         stamp_at = layout.stamp_at(self.slot)
         at = layout.answer_at(self.slot)
         m = self.peer.map
-        m[stamp_at : stamp_at + 8] = (-1).to_bytes(8, "little", signed=True)
+        m[stamp_at : stamp_at + 8] = _NO_STAMP
         m[at : at + len(content)] = content
         m[stamp_at : stamp_at + 8] = seq.to_bytes(8, "little", signed=True)
         return True
@@ -226,7 +225,6 @@ class LocalFiles:
 
     def __init__(self) -> None:
         self._files = PeerFiles(MAGIC, writable=True)
-        self.pid = os.getpid()
 
     def slot(
         self, ref: Any, signer: HmacSigner, function: str, proof: LocalProof | None = None
