@@ -26,10 +26,15 @@ def ends() -> Iterator[tuple[LocalFile, LocalFiles]]:
     caller.close()
 
 
-def test_arguments_and_answer_travel_through_the_slot(ends: tuple[LocalFile, LocalFiles]) -> None:
-    caller, server = ends
+def take(caller: LocalFile) -> int:
     slot = caller.take()
     assert slot is not None
+    return slot
+
+
+def test_arguments_and_answer_travel_through_the_slot(ends: tuple[LocalFile, LocalFiles]) -> None:
+    caller, server = ends
+    slot = take(caller)
     blob = os.urandom(50_000)
     ref = caller.put_args(slot, blob)
     seen = server.slot(ref, SIGNER, "/svc/f")
@@ -47,8 +52,7 @@ def test_a_caller_without_the_hosts_tag_is_refused_before_its_file_is_opened(
     ends: tuple[LocalFile, LocalFiles],
 ) -> None:
     caller, server = ends
-    slot = caller.take()
-    assert slot is not None
+    slot = take(caller)
     ref = caller.put_args(slot, b"a" * 5000)
     ref[3] = bytes(16)  # not the HMAC of this host's boot id under the session's key
     with pytest.raises(NotLocal, match="not on this server's host"):
@@ -109,8 +113,7 @@ def test_an_answer_overwritten_under_its_reader_is_an_error_not_a_wrong_result(
     ends: tuple[LocalFile, LocalFiles],
 ) -> None:
     caller, server = ends
-    slot = caller.take()
-    assert slot is not None
+    slot = take(caller)
     seen = server.slot(caller.slot_ref(slot), SIGNER, "/svc/f")
     assert seen.put_answer(b"A" * 5000, seq=1)
     with pytest.raises(ProtocolError, match="does not hold this call's answer"):
