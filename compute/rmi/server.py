@@ -681,10 +681,12 @@ class RmiServer:
                 slot = self._local.slot(local, session.signer, function, session.local)
             if slot is not None and slot.nargs:
                 view = slot.args()  # read where they lie: the one copy is into the arguments
-                args, kwargs = self._bind(spec, view)
-                # (a pure function's memo is named by the arguments' digest)
-                blob = bytes(view) if spec.pure else b""
-                view.release()
+                try:
+                    args, kwargs = self._bind(spec, view)
+                    # (a pure function's memo is named by the arguments' digest)
+                    blob = bytes(view) if spec.pure else b""
+                finally:
+                    view.release()  # (bad arguments too: the mapping may be closed later)
             else:
                 blob = self._open_args(box, payload, aad, function)
                 args, kwargs = self._bind(spec, blob)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from compute.rmi import RmiServer, ServerConfig
+import pytest
+
+from compute.rmi import BadArguments, RmiServer, ServerConfig
 from icn.dataplane.handlers import Reply
 from icn.wire.packet import InterestView
 from tests.integration.rmi import funcs
@@ -101,3 +103,21 @@ async def test_a_function_whose_answers_are_large_gets_a_slot_for_them(line: Lin
     assert client.counters["local_answers"] == 2 and server.counters["local_answers"] == 2
     assert await client.call(f"{PREFIX}/echo", 2) == 2  # echo's small calls still take none
     assert client.counters["local_answers"] == 2
+
+
+async def test_unreadable_arguments_in_the_file_are_bad_arguments_and_never_run(
+    line: Line, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = await line.start_server()
+    client = line.client()
+    assert await client.call(f"{PREFIX}/echo", 1) == 1  # agrees the session
+    ran = funcs.RAN["echo"]
+    # what the caller writes in its slot is not a packed argument list
+    monkeypatch.setattr("compute.rmi.client.pack_args", lambda args, kwargs: b"\xc1" * 8000)
+    with pytest.raises(BadArguments):
+        await client.call(f"{PREFIX}/echo", b"x")
+    assert funcs.RAN["echo"] == ran and server.counters["refused_bad_arguments"] == 1
+    monkeypatch.undo()
+    blob = os.urandom(64 * 1024)  # the slot, and the server, go on
+    assert await client.call(f"{PREFIX}/echo", blob) == blob
+    assert server.in_progress == 0
