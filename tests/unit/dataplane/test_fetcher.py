@@ -1,5 +1,6 @@
 """The fetcher: policies turned into the core's options (fake clock, no loop), and its wiring
-to an endpoint against an in-memory producer (a few async tests)."""
+to an endpoint against an in-memory producer (a few async tests, on a virtual clock: lifetimes,
+RTOs, pauses and deadlines end when the fetcher says, whatever the CPU's load)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from icn.rtt import RttOptions
 from icn.wire.name import from_uri, generic
 from icn.wire.packet import InterestView
 from tests.unit.dataplane.memory_producer import data, endpoint, marked, nack
+from tests.virtual_time import virtual_time
 
 NAME = from_uri("/p/x")
 
@@ -56,6 +58,7 @@ def test_slow_start_is_the_policys_choice() -> None:
 # ---- wiring, against an in-memory producer ------------------------------------------------------
 
 
+@virtual_time
 async def test_one_name_asked_again_after_each_expiry() -> None:
     ep, producer = endpoint(lambda iv: data(iv) if len(producer.seen) == 3 else None)
     policy = FetchPolicy(lifetime_ms=30, max_retries=2, rto_retransmit=False)
@@ -65,6 +68,7 @@ async def test_one_name_asked_again_after_each_expiry() -> None:
     assert ep.counters["retransmitted"] == 2 and ep.pending == 0
 
 
+@virtual_time
 async def test_retries_run_out() -> None:
     ep, producer = endpoint(lambda iv: None)
     with pytest.raises(InterestTimeout) as info:
@@ -72,24 +76,29 @@ async def test_retries_run_out() -> None:
     assert info.value.attempts == 2 and len(producer.seen) == 2 and ep.pending == 0
 
 
+@virtual_time
 async def test_the_deadline_bounds_the_whole_fetch() -> None:
     ep, _ = endpoint(lambda iv: None)
     loop = asyncio.get_running_loop()
     start = loop.time()
     with pytest.raises(InterestTimeout):
         await fetch(ep, NAME, FetchPolicy(lifetime_ms=1000, max_retries=None, deadline=0.1))
-    assert loop.time() - start < 0.5 and ep.pending == 0
+    assert loop.time() - start == pytest.approx(0.1) and ep.pending == 0
 
 
+@virtual_time
 async def test_rto_retransmits_before_the_lifetime_ends() -> None:
     ep, producer = endpoint(lambda iv: data(iv) if len(producer.seen) == 2 else None)
     policy = FetchPolicy(lifetime_ms=4000, rtt=RttOptions(initial_rto=0.05, min_rto=0.01))
     counters: Counter[str] = Counter()
-    async with asyncio.timeout(1):
-        await fetch(ep, NAME, policy, counters=counters)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await fetch(ep, NAME, policy, counters=counters)
+    assert loop.time() - start == pytest.approx(0.05)  # the initial RTO, not the 4 s lifetime
     assert counters["losses"] == 1 and counters["interests_retransmitted"] == 1
 
 
+@virtual_time
 async def test_a_nack_gives_up_or_pauses_and_asks_again() -> None:
     ep, _ = endpoint(nack)
     with pytest.raises(InterestNack):
@@ -100,9 +109,10 @@ async def test_a_nack_gives_up_or_pauses_and_asks_again() -> None:
     start = loop.time()
     await fetch(ep, NAME, FetchPolicy(), counters=counters)
     # paused 0.05 s, then 0.1 s
-    assert counters["nacks"] == 2 and loop.time() - start >= 0.14
+    assert counters["nacks"] == 2 and loop.time() - start == pytest.approx(0.15)
 
 
+@virtual_time
 async def test_fetch_all_keeps_the_window_and_takes_marks() -> None:
     names = [NAME + generic(str(i)) for i in range(20)]
     ep, producer = endpoint(marked)
@@ -123,6 +133,7 @@ async def test_fetch_all_keeps_the_window_and_takes_marks() -> None:
     assert counters["congestion_marks"] == 20 and counters["window_decreases"] >= 1
 
 
+@virtual_time
 async def test_a_rejected_answer_is_asked_again_after_a_pause_past_caches() -> None:
     fresh: list[bool] = []
 

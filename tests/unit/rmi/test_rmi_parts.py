@@ -35,6 +35,7 @@ from icn.security.keys import Identity
 from icn.wire.name import from_uri, to_uri
 from icn.wire.packet import parse_data
 from icn.wire.serialize import pack
+from tests.virtual_time import virtual_time
 
 
 def test_function_names_and_split() -> None:
@@ -113,6 +114,7 @@ def test_policies(tmp_path: Path) -> None:
         resolve_policy("everyone")
 
 
+@virtual_time  # a duration learnt from a run is the function's, not the CPU's
 async def test_jobs_learn_durations_and_report_failures() -> None:
     @function(duration=10.0)
     async def quick() -> int:
@@ -129,12 +131,12 @@ async def test_jobs_learn_durations_and_report_failures() -> None:
         assert spec is not None
         job = runner.start(spec, [], {})
         now = asyncio.get_running_loop().time()
-        assert 9.0 < job.eta(now) <= 10.0 and not job.done
+        assert job.eta(now) == pytest.approx(10.0) and not job.done
         finished = asyncio.get_running_loop().create_future()
         job.callbacks.append(lambda j: finished.set_result(j.outcome))
         assert await asyncio.wait_for(finished, 5) == 7
         assert job.done and job.eta(now) == 0.0
-        assert runner.estimate(spec) < 1.0  # learnt from the run
+        assert runner.estimate(spec) == pytest.approx(0.01)  # learnt from the run
         bad_spec = spec_of(broken)
         assert bad_spec is not None
         bad = runner.start(bad_spec, [], {})
