@@ -22,6 +22,8 @@ from icn.wire.encode import make_data, make_interest
 from icn.wire.name import from_uri, to_uri
 from icn.wire.packet import DataView, InterestView, parse_interest
 from icn.wire.reflexive import new_rnp, reflexive_key, trigger_name
+from tests.chaos.harness import CpuLoad
+from tests.virtual_time import virtual_time
 from tests.waiting import wait_until
 
 
@@ -35,7 +37,7 @@ async def daemon() -> AsyncIterator[ForwarderDaemon]:
         await d.stop()
 
 
-async def test_in_memory_face_serves_and_expresses(daemon: ForwarderDaemon) -> None:
+async def test_in_memory_face_serves_and_expresses(daemon: ForwarderDaemon, cpu: CpuLoad) -> None:
     producer, consumer = attach_endpoint(daemon), attach_endpoint(daemon)
     try:
         await producer.serve("/mem", lambda iv, reply: reply(make_data(iv.name, b"hi")))
@@ -46,10 +48,10 @@ async def test_in_memory_face_serves_and_expresses(daemon: ForwarderDaemon) -> N
     finally:
         producer.close()
         consumer.close()
-    async with asyncio.timeout(2):
+    async with asyncio.timeout(cpu.budget(2)):
         await producer.wait_closed()
     # the face went away with the endpoint, and its route with it
-    await wait_until(lambda: daemon.fw.fib.get(from_uri("/mem")) is None, 2)
+    await wait_until(lambda: daemon.fw.fib.get(from_uri("/mem")) is None, cpu.budget(2))
 
 
 async def test_handler_may_answer_later(daemon: ForwarderDaemon) -> None:
@@ -86,7 +88,7 @@ async def test_publish_and_windowed_fetch_of_a_large_object(daemon: ForwarderDae
 
 
 async def test_served_handle_withdraws_once_and_a_refused_serve_restores(
-    daemon: ForwarderDaemon,
+    daemon: ForwarderDaemon, cpu: CpuLoad
 ) -> None:
     producer, consumer = attach_endpoint(daemon), attach_endpoint(daemon)
     hi = lambda iv, reply: reply(make_data(iv.name, b"hi"))  # noqa: E731
@@ -94,7 +96,7 @@ async def test_served_handle_withdraws_once_and_a_refused_serve_restores(
         assert served.prefix == from_uri("/h") and served.registered
         assert data_content(await consumer.express("/h/1", timeout=5)) == b"hi"
     assert "/h" not in producer.handlers
-    await wait_until(lambda: daemon.fw.fib.get(from_uri("/h")) is None, 2)
+    await wait_until(lambda: daemon.fw.fib.get(from_uri("/h")) is None, cpu.budget(2))
     await served.close()  # idempotent
     assert served.prefix not in producer.handlers
     # without a route: close only drops the handler
@@ -146,6 +148,7 @@ class FakeForwarder:
         self.here.bind(self.received.append, lambda: None)
 
 
+@virtual_time  # lifetimes running out or extended: the endpoint's timers, not the CPU's
 async def test_reflexive_interests_extend_the_trigger_and_reach_the_filter() -> None:
     fake = FakeForwarder()
     ep = Endpoint.over_port(fake.app_end)
@@ -159,11 +162,12 @@ async def test_reflexive_interests_extend_the_trigger_and_reach_the_filter() -> 
     key = reflexive_key(rnp)
     ep.handlers.add(key, on_ri)
     ti = from_uri("/svc/fn")
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
     task = asyncio.ensure_future(ep.express(trigger_name(ti, rnp), lifetime_ms=300))
     await wait_until(lambda: fake.received, 2)
     assert parse_interest(fake.received[0]).name == trigger_name(ti, rnp)
-    # a Reflexive Interest with a 400 ms lifetime at t=0.2: the TI now waits until about 0.8
-    # (real time is the thing tested here: lifetimes running out or extended)
+    # a Reflexive Interest with a 400 ms lifetime at t=0.15: the TI now waits until 0.75
     await asyncio.sleep(0.15)
     fake.here.send(make_interest(key + from_uri("/args"), lifetime=400))
     await asyncio.sleep(0.25)  # past the TI's own 300 ms lifetime
@@ -175,6 +179,8 @@ async def test_reflexive_interests_extend_the_trigger_and_reach_the_filter() -> 
     fake.here.send(make_interest(reflexive_key(new_rnp()) + from_uri("/x"), lifetime=4000))
     with pytest.raises(InterestTimeout):
         await asyncio.wait_for(task, 2)
+    # at 1.5 times the RI's lifetime after it came, not at the TI's own end nor the other RI's
+    assert loop.time() - sent == pytest.approx(0.15 + 1.5 * 0.4, abs=0.01)
     assert ep.counters["trigger_extended"] == 1 and ep.counters["drop_no_handler"] == 1
     ep.handlers.remove(key)
     ep.close()
@@ -182,6 +188,7 @@ async def test_reflexive_interests_extend_the_trigger_and_reach_the_filter() -> 
         await ep.express("/after/close")
 
 
+@virtual_time  # (the waits below are on its clock: an Interest's dispatch, whatever the CPU)
 async def test_handlers_come_and_go_by_longest_prefix() -> None:
     fake = FakeForwarder()
     ep = Endpoint.over_port(fake.app_end)
