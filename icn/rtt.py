@@ -41,16 +41,19 @@ class RttEstimator:
         self.rto = self.options.initial_rto
         self.samples = 0
 
-    def sample(self, rtt: float) -> None:
-        """Add one measured round trip (seconds), from an Interest sent once."""
+    def sample(self, rtt: float, gain: float | None = None) -> None:
+        """Add one measured round trip (seconds), from an Interest sent once.  ``gain``: the
+        weight of this sample in the smoothed RTT, instead of the options' alpha (a caller
+        whose samples come far apart gives a late one more; see forwarder.fw.nexthop_stats)."""
         o = self.options
         rtt = max(0.0, rtt)
         if self.srtt is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
+            alpha = o.alpha if gain is None else gain
             # RFC 6298 2.3: the variation is updated with the old smoothed value
             self.rttvar = (1 - o.beta) * self.rttvar + o.beta * abs(self.srtt - rtt)
-            self.srtt = (1 - o.alpha) * self.srtt + o.alpha * rtt
+            self.srtt = (1 - alpha) * self.srtt + alpha * rtt
         self.samples += 1
         self.rto = self._clamp(self.srtt + o.k * self.rttvar)
 

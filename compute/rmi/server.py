@@ -633,9 +633,18 @@ class RmiServer:
                 return
         error: RmiError
         if verdict == SessionCheck.UNKNOWN:
+            # An application-level Nack (ContentType NACK): the forwarders' asf takes no RTT
+            # sample from it, since this answer costs no work here and says nothing of how long
+            # a call takes (a probe of a slowed replica measured it at a few ms and drew calls
+            # back to that replica; forwarder/fw/asf.py, _app_nack)
             error = SessionUnknown("no such session here (expired, or the server restarted)")
-        else:
-            error = Unauthorized(f"session call refused ({verdict})", function)
+            content, nack = error_envelope(error), T.CONTENT_NACK
+            if session is None:
+                reply(make_data(iv.name, content, signer=self.ep.signer, content_type=nack))
+            else:
+                reply(_single_use(iv.name, content, session, content_type=nack))
+            return
+        error = Unauthorized(f"session call refused ({verdict})", function)
         if session is None:  # no key to sign with: the caller falls back on it, unverified
             self._answer(iv, reply, error_envelope(error))
         else:
@@ -812,8 +821,10 @@ _HERE = "@"  # memo store key prefix of the copy named under this replica's name
 CAPTURE_ROUTE = 1 | 2
 
 
-def _single_use(name: bytes, content: bytes, session: ServerSession) -> Uncached:
+def _single_use(
+    name: bytes, content: bytes, session: ServerSession, content_type: int | None = None
+) -> Uncached:
     """A session call's answer: signed by the session, and kept out of the caches on the way
     (its name, which holds the call's signature, is never asked again: a retransmission is
     signed anew and answered here)."""
-    return Uncached(data_parts(name, content, signer=session.signer))
+    return Uncached(data_parts(name, content, signer=session.signer, content_type=content_type))

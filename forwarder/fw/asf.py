@@ -114,13 +114,15 @@ class _EntryInfo:
     (what a clone or a fail-over sends), the face cloned to, and the faces sent to more than
     once (no RTT sample from those; None until there is one, as for most entries)."""
 
-    __slots__ = ("clone", "ctx", "ns", "resent")
+    __slots__ = ("clone", "ctx", "ns", "probe", "resent")
 
     def __init__(self, ns: Namespace, ctx: InterestContext) -> None:
         self.ns = ns
         self.ctx = ctx
         self.clone: int | None = None
         self.resent: set[int] | None = None
+        # the face this Interest probed, if it was a probe; negated for a probe that was owed
+        self.probe: int | None = None
 
     def sent_once(self, face_id: int) -> bool:
         return self.resent is None or face_id not in self.resent
@@ -158,6 +160,7 @@ class AsfStrategy(Strategy):
             max(BACKOFF_MAX, self.probing_interval),
             congestion_hold_min=min(CONGESTION_HOLD_MIN, self.probing_interval),
             congestion_hold_max=self.probing_interval,
+            rtt_memory=self.probing_interval,
         )
         self.measurements = Measurements(
             self.policy,
@@ -259,7 +262,7 @@ class AsfStrategy(Strategy):
                 best = min(hops, key=lambda h: h[2].rank(h[0], now))
                 # (nothing measured yet: the cheapest takes the call, there is nothing to compare)
                 if self.divert and now >= ns.next_probe and best[2].rtt.srtt is not None:
-                    target = self._probe_target(hops, best, now, ns)
+                    target = self._probe_target(hops, best, now, ns, info)
                     if target is not None:  # the probe takes the Interest: sent once
                         best = target
             self._send(entry, best, ctx, info)
@@ -309,15 +312,19 @@ class AsfStrategy(Strategy):
                 return
         self.process_nack(entry)
 
-    def before_satisfy_interest(self, entry: PitEntry, ingress_id: int, now: float) -> None:
+    def before_satisfy_interest(
+        self, entry: PitEntry, ingress_id: int, now: float, data: DataView
+    ) -> None:
         info = entry.strategy_info.get(_INFO)
         if not isinstance(info, _EntryInfo):
             return
         ns = info.ns
         out_records = entry.out_records
         out = out_records.get(ingress_id)
-        if out is not None and info.sent_once(ingress_id):
-            ns.stats(ingress_id).record_rtt(now - out.last_sent)
+        if data.content_type == T.CONTENT_NACK:
+            self._app_nack(info, ingress_id)
+        elif out is not None and info.sent_once(ingress_id):
+            ns.stats(ingress_id).record_rtt(now - out.last_sent, now)
         if info.clone == ingress_id:
             self.counters["fw.clone_won"] += 1
         late = self.late
@@ -348,8 +355,8 @@ class AsfStrategy(Strategy):
         rec = self.late.pop(data, face_id, now)
         if rec is None:
             return False
-        if rec.measured:
-            rec.stats.record_rtt(now - rec.sent)
+        if rec.measured and data.content_type != T.CONTENT_NACK:
+            rec.stats.record_rtt(now - rec.sent, now)
         self.counters["fw.asf_late_data"] += 1
         if rec.clone:
             self.counters["fw.clone_late_data"] += 1
@@ -426,21 +433,44 @@ class AsfStrategy(Strategy):
         info: _EntryInfo,
     ) -> None:
         """Send a copy of this Interest to the hop :meth:`_probe_target` picks."""
-        target = self._probe_target(hops, best, ctx.now, info.ns)
+        target = self._probe_target(hops, best, ctx.now, info.ns, info)
         if target is not None:
             self._send(entry, target, ctx, info)
 
-    def _probe_target(self, hops: list[_Hop], best: _Hop, now: float, ns: Namespace) -> _Hop | None:
-        """The hop to probe now, the one probed longest ago (never probed first), skipping
-        failed hops still backing off and congested ones; marked probed."""
+    def _probe_target(
+        self, hops: list[_Hop], best: _Hop, now: float, ns: Namespace, info: _EntryInfo
+    ) -> _Hop | None:
+        """The hop to probe now: one owed a probe (:meth:`_app_nack`), else the one probed
+        longest ago (never probed first), skipping failed hops still backing off and congested
+        ones; marked probed, and in ``info`` as this Interest's probe."""
         candidates = [h for h in hops if h is not best and not h[2].backing_off(now)]
         if not candidates:
             return None
-        target = min(candidates, key=_probe_order)
+        owed, ns.owed_probe = ns.owed_probe, None
+        target = None
+        if owed is not None:
+            target = next((h for h in candidates if h[1].face_id == owed), None)
+            info.probe = -owed  # (face ids are positive)
+        if target is None:
+            target = min(candidates, key=_probe_order)
+            info.probe = target[1].face_id
         ns.next_probe = now + self.probing_interval
         target[2].last_probe = now
         self.counters["fw.asf_probe"] += 1
         return target
+
+    def _app_nack(self, info: _EntryInfo, face_id: int) -> None:
+        """The hop answered with an application-level Nack (ContentType NACK: a RICE server
+        without the caller's session says so at once, doing no work).  Its time says nothing of
+        what the hop takes to serve, so it is no RTT sample: a probe of a replica with a
+        session call measured that replica's "no such session" (a few ms, whatever its real
+        call time), which made a slowed replica look the quickest.  A probe so answered is owed:
+        the next Interest of the prefix probes that hop again (the caller's next call, such as
+        its full exchange after "no such session"), once."""
+        self.counters["fw.asf_app_nack"] += 1
+        if info.probe == face_id:  # a probe (not itself an owed one, which is negated)
+            info.ns.owed_probe = face_id
+            info.ns.next_probe = -math.inf
 
     def _untried(self, entry: PitEntry, info: _EntryInfo, now: float) -> _Hop | None:
         """The best hop this Interest has not been sent to and that is not backing off, if a

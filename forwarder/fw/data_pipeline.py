@@ -84,7 +84,7 @@ class DataPipeline(ReflexivePipeline):
             if entry.strategy_info:  # inline test: most entries have no strategy state
                 watcher = watcher_of(entry)
                 if watcher is not None:
-                    watcher.before_satisfy_interest(entry, face_id, now)
+                    watcher.before_satisfy_interest(entry, face_id, now, dv)
             self._satisfy(entry, face_id, dv.freshness, now)
 
     def _satisfy(self, entry: PitEntry, face_id: int, freshness: int, now: float) -> None:

@@ -56,19 +56,23 @@ class FailurePolicy:
     backoff_max: float = 30.0
     congestion_hold_min: float = 0.05
     congestion_hold_max: float = 1.0
+    # the time constant of a hop's smoothed RTT (the probing interval): see record_rtt
+    rtt_memory: float = 1.0
 
     def __post_init__(self) -> None:
         if self.max_failures < 1 or not 0 < self.backoff_initial <= self.backoff_max:
             raise ValueError("need max_failures >= 1 and 0 < backoff_initial <= backoff_max")
         if not 0 < self.congestion_hold_min <= self.congestion_hold_max:
             raise ValueError("need 0 < congestion_hold_min <= congestion_hold_max")
+        if self.rtt_memory <= 0:
+            raise ValueError("need rtt_memory > 0")
 
 
 class NextHopStats:
     """One next hop of one prefix."""
 
     __slots__ = ("congested_until", "congestion", "congestion_nacks", "face_id", "failures",
-                 "last_probe", "nacks", "policy", "retry_at", "rtt", "timeouts",
+                 "last_probe", "last_sample", "nacks", "policy", "retry_at", "rtt", "timeouts",
                  "window")  # fmt: skip
 
     def __init__(self, face_id: int, policy: FailurePolicy, window: int = 0) -> None:
@@ -82,6 +86,7 @@ class NextHopStats:
         self.failures = 0  # timeouts and Nacks in a row, since the hop last answered
         self.retry_at = -math.inf  # a failed hop is not probed before this
         self.last_probe: float | None = None
+        self.last_sample = -math.inf  # when the last RTT sample came
         self.congestion_nacks = 0
         self.congestion = 0  # Congestion Nacks in a row, since the hop last answered
         self.congested_until = -math.inf
@@ -121,9 +126,27 @@ class NextHopStats:
             return (UNMEASURED, 0.0, cost)
         return (WORKING, srtt, cost)
 
-    def record_rtt(self, rtt: float) -> None:
-        """The hop answered after ``rtt`` seconds: a sample, and it is working again."""
-        self.rtt.sample(rtt)
+    def record_rtt(self, rtt: float, now: float) -> None:
+        """The hop answered after ``rtt`` seconds (at ``now``): a sample, and it is working
+        again.
+
+        The smoothed RTT forgets with time, not only with samples.  RFC 6298 weighs every sample
+        1/8, which suits the hop that takes the Interests (a sample every few milliseconds, so
+        the estimate spans its last eight or so answers); but a hop measured only by probes gets
+        one sample per probing interval or less, and one slow first answer (a cold server's
+        first call, a moment of load) then outweighed its quick later ones for many seconds:
+        the nearest replica of the replicas scenario stayed behind a slower one for about
+        fifteen probes (issue 34).  So a sample's weight is at least RFC 6298's 1/8 and at
+        least ``1 - exp(-gap / rtt_memory)``, ``gap`` being the time since the hop's previous
+        sample and ``rtt_memory`` the probing interval: after an interval without samples the
+        new one counts 63%, after two 86%."""
+        gap = now - self.last_sample
+        self.last_sample = now
+        memory = self.policy.rtt_memory
+        if gap <= memory * _RTT_OPTIONS.alpha:  # the usual case, a busy hop: RFC 6298's gain
+            self.rtt.sample(rtt)
+        else:
+            self.rtt.sample(rtt, max(_RTT_OPTIONS.alpha, 1.0 - math.exp(-gap / memory)))
         if self.window is not None:
             self.window.add(rtt)
         self.failures = 0
@@ -160,7 +183,7 @@ class Namespace:
     """The measurements of one prefix: its hops' stats and when it may be probed next (with
     ``window``, each hop keeps its last that many RTT samples)."""
 
-    __slots__ = ("hops", "last_used", "next_probe", "policy", "prefix", "window")
+    __slots__ = ("hops", "last_used", "next_probe", "owed_probe", "policy", "prefix", "window")
 
     def __init__(self, prefix: bytes, policy: FailurePolicy, now: float, window: int = 0) -> None:
         self.prefix = prefix
@@ -168,6 +191,9 @@ class Namespace:
         self.window = window
         self.hops: dict[int, NextHopStats] = {}
         self.next_probe = -math.inf
+        # a face whose probe got an application-level Nack and is probed again by the next
+        # Interest; negated once that next probe has gone (so it is owed only once); see asf
+        self.owed_probe: int | None = None
         self.last_used = now
 
     def stats(self, face_id: int) -> NextHopStats:

@@ -138,9 +138,11 @@ class Strategy:
         upstream is left pending afterwards, the pipeline ends the entry at the next tick."""
         self.process_nack(entry)
 
-    def before_satisfy_interest(self, entry: PitEntry, ingress_id: int, now: float) -> None:
-        """Data from ``ingress_id`` satisfies a watched entry, whose out-records are still all
-        there (NFD's ``beforeSatisfyInterest``).  Default: nothing."""
+    def before_satisfy_interest(
+        self, entry: PitEntry, ingress_id: int, now: float, data: DataView
+    ) -> None:
+        """``data`` from ``ingress_id`` satisfies a watched entry, whose out-records are still
+        all there (NFD's ``beforeSatisfyInterest``).  Default: nothing."""
 
     def on_interest_expired(self, entry: PitEntry, now: float) -> None:
         """A watched entry expired unsatisfied: its out-records that carry no Nack were never

@@ -184,6 +184,10 @@ async def test_a_session_call_landing_on_the_other_replica_falls_back_once(
     assert client.counters["session_fallback"] == fallbacks + 1  # once
     assert there.counters["session_calls"] == calls_before + 4
     assert await busy == "slept 1.0"
+    # every "no such session" went back as an application-level Nack, which asf takes as no
+    # RTT sample (it says nothing of how long that replica takes to serve a call)
+    unknown = sum(s.counters["session_unknown"] for s in net.servers.values())
+    assert net.counter("fw.asf_app_nack") == unknown >= 1
 
 
 async def test_an_idempotent_call_is_cloned_and_the_losing_replica_stops_its_job(

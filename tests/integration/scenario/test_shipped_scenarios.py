@@ -112,10 +112,13 @@ def test_replicas(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
         every = sum(b["count"] for rows in calls.values() for b in rows if start <= b["t"] < end)
         return mine / every
 
-    # before its slowdown the nearest replica had most calls (0.95 and more on a quiet
-    # machine; on a loaded one the replicas' RTTs blur into the CPU's delays: 0.78 seen in a
-    # suite run); after it, others took them
-    assert part("r1", 3, 6) >= 0.5 and part("r1", 8, 13) <= 0.1
+    # before its slowdown the nearest replica had most calls (0.95: the others get one probe
+    # a second each, quiet or beside two busy loops); after it, others took them.  A suite run
+    # once saw 0.0 here: r1's first answer (its session's full exchange, on a cold server) was
+    # slow, and asf let each later probe move r1's estimate only an eighth of the way, while
+    # its "no such session" answers to probes measured nothing real (issue 34; see
+    # tests/unit/fw/test_asf.py, the replicas tests)
+    assert part("r1", 3, 6) >= 0.8 and part("r1", 8, 13) <= 0.1
     assert report["workloads"]["caller"]["success_ratio"] == 1.0
     assert (tmp_path / "out" / "metrics.png").stat().st_size > 0
 

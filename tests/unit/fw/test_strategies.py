@@ -231,7 +231,10 @@ class _Recorder(BestRouteStrategy):
         self.watch(entry)
         super().after_receive_interest(entry, ctx)
 
-    def before_satisfy_interest(self, entry: PitEntry, ingress_id: int, now: float) -> None:
+    def before_satisfy_interest(
+        self, entry: PitEntry, ingress_id: int, now: float, data: DataView
+    ) -> None:
+        assert data.name == entry.name  # the Data that satisfies it
         self.events.append(("satisfy", (ingress_id, sorted(entry.out_records))))
 
     def on_interest_expired(self, entry: PitEntry, now: float) -> None:
