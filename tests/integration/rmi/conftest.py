@@ -56,9 +56,11 @@ async def start_line(n: int = 3) -> Line:
 async def line() -> AsyncIterator[Line]:
     net = await start_line(3)
     funcs.RAN.clear()
+    funcs.GATE.clear()
     try:
         yield net
     finally:
+        funcs.GATE.set()  # no held job outlives its test
         for c in net.clients:
             c.close()
         if net.server is not None:

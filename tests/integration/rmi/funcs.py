@@ -1,10 +1,13 @@
-"""Functions served in the RMI tests; ``RAN`` counts what actually ran in this process."""
+"""Functions served in the RMI tests; ``RAN`` counts what actually ran in this process, and
+``GATE`` holds ``held`` and ``held_in_thread`` until the test opens it (the ``line`` fixture
+closes it before each test and opens it after)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import os
+import threading
 from collections import Counter
 
 import numpy as np
@@ -13,6 +16,8 @@ from compute.rmi import Caller, function
 
 RAN: Counter[str] = Counter()
 ALLOWED: set[str] = set()  # fingerprints the tests allow to call `guarded`
+GATE = threading.Event()
+GATE_LIMIT = 120.0  # s: a gate never opened fails the job rather than hold a thread forever
 
 
 @function
@@ -42,6 +47,24 @@ def blocking(seconds: float) -> float:
     RAN["blocking"] += 1
     time.sleep(seconds)
     return seconds
+
+
+@function(duration=0.3)
+async def held() -> str:
+    """Takes a job slot until the test opens ``GATE``, however long the test needs it."""
+    RAN["held"] += 1
+    while not GATE.is_set():
+        await asyncio.sleep(0.005)
+    return "released"
+
+
+@function(duration=0.5)
+def held_in_thread() -> str:
+    """Blocks its worker thread until the test opens ``GATE``."""
+    RAN["held_in_thread"] += 1
+    if not GATE.wait(GATE_LIMIT):
+        raise TimeoutError("the test never opened the gate")
+    return "released"
 
 
 def _allowed(caller: Caller) -> bool:

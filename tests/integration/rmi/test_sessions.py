@@ -21,6 +21,7 @@ from icn.wire.name import as_name
 from icn.wire.packet import InterestView, parse_data, parse_interest
 from tests.integration.rmi import funcs
 from tests.integration.rmi.conftest import PREFIX, Line
+from tests.waiting import wait_until
 
 
 def interests_at_server(line: Line) -> int:
@@ -147,7 +148,7 @@ async def test_a_replayed_or_forged_session_interest_never_runs_the_function(lin
     # the same signed Interest again, as an eavesdropper would send it (a new Nonce so the
     # forwarders pass it): answered with the answer it had, never run again
     server._on_interest(parse_interest(session_iv.with_nonce(b"\x09\x09\x09\x09")), capture)
-    await asyncio.sleep(0.05)
+    await wait_until(lambda: answers)
     assert funcs.RAN["echo"] == ran and server.counters["session_replay"] == 1
     assert len(answers) == 1 and open_envelope(data_content(parse_data(answers[0])))["s"] == "ok"
     # a forged one: the session's id and key name, other arguments, a key that is not its own
@@ -158,7 +159,7 @@ async def test_a_replayed_or_forged_session_interest_never_runs_the_function(lin
         sig_seq=1000,
     ).wire
     server._on_interest(parse_interest(forged), capture)
-    await asyncio.sleep(0.05)
+    await wait_until(lambda: len(answers) == 2)
     assert funcs.RAN["echo"] == ran and server.counters["session_forged"] == 1
     with pytest.raises(Unauthorized):  # refused, in a Data signed by the session's key
         open_envelope(data_content(parse_data(answers[-1])))
