@@ -34,9 +34,12 @@ async def test_fetch_through_three_forwarders_then_from_first_hop_cache(workdir:
     hits = after[0].get("cs.hit", 0) - before[0].get("cs.hit", 0)
     assert hits >= COUNT - second.retransmissions
     assert hits >= COUNT * 0.99
-    # the second pass never went past the first hop
-    assert after[1]["fw.in_interest"] == before[1]["fw.in_interest"]
-    assert after[2]["fw.in_interest"] == before[2]["fw.in_interest"]
+    # the second pass never went past the first hop: the first forwarder sent nothing on.
+    # (Not the next hops' counts of Interests in: a retransmission of the first pass that the
+    # first hop sent on before its Data came back may reach them after they were read.  The
+    # first hop's own count is exact: anything of the first pass it handled after the
+    # consumer had every object was answered from its store.)
+    assert after[0]["fw.out_interest"] == before[0]["fw.out_interest"]
 
 
 async def test_every_object_arrives_with_ten_percent_loss_on_one_link(workdir: Path) -> None:
