@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from icn.errors import InterestTimeout
 from icn.wire.encode import make_data
 from icn.wire.name import from_uri, reflexive_component
 from icn.wire.packet import InterestView
+from tests.chaos.harness import CpuLoad
 
 HOST = "127.0.0.1"
 N = 3
@@ -66,7 +68,20 @@ async def connect(sock: Path) -> Endpoint:
     return await Endpoint.connect(f"unix://{sock}")
 
 
-async def test_reflexive_exchange_across_three_hops(line: Line) -> None:
+def counters_when(
+    line: Line, done: Callable[[list[dict[str, Any]]], bool], within: float
+) -> list[dict[str, Any]]:
+    """Every forwarder's counters, read again until ``done`` holds of them: a drop is counted
+    when the forwarder gets to the packet, not when the sender's Interest has expired."""
+    deadline = time.monotonic() + within
+    while True:
+        got = [f.counters() for f in line.forwarders]
+        if done(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+async def test_reflexive_exchange_across_three_hops(line: Line, cpu: CpuLoad) -> None:
     producer = await connect(line.sockets[-1])
     consumer = await connect(line.sockets[0])
     try:
@@ -103,7 +118,9 @@ async def test_reflexive_exchange_across_three_hops(line: Line) -> None:
         guessed = reflexive_component(secrets.token_bytes(16)) + from_uri("/args")
         with pytest.raises(InterestTimeout):
             await producer.express(guessed, lifetime_ms=DROP_LIFETIME_MS, timeout=10)
-        mid = [f.counters() for f in line.forwarders]
+        mid = counters_when(
+            line, lambda c: c[2].get("fw.drop_reflexive_no_state", 0) >= 1, cpu.budget(5)
+        )
         assert mid[2]["fw.drop_reflexive_no_state"] == 1
         assert mid[1]["fw.in_interest"] == before[1]["fw.in_interest"]
 
@@ -112,7 +129,9 @@ async def test_reflexive_exchange_across_three_hops(line: Line) -> None:
             await producer.express(
                 key + from_uri("/late"), lifetime_ms=DROP_LIFETIME_MS, timeout=10
             )
-        after = [f.counters() for f in line.forwarders]
+        after = counters_when(
+            line, lambda c: c[2].get("fw.drop_reflexive_no_state", 0) >= 2, cpu.budget(5)
+        )
         assert after[2]["fw.drop_reflexive_no_state"] == 2
         assert after[1]["fw.in_interest"] == before[1]["fw.in_interest"]
         assert after[0]["fw.in_interest"] == before[0]["fw.in_interest"]
@@ -120,5 +139,5 @@ async def test_reflexive_exchange_across_three_hops(line: Line) -> None:
     finally:
         for ep in (consumer, producer):
             ep.close()
-            async with asyncio.timeout(2):
+            async with asyncio.timeout(cpu.budget(2)):
                 await ep.wait_closed()
