@@ -1,5 +1,6 @@
 """Shared fixtures: a temporary directory that is always removed; the chaos harness (fault tests
-run quiet and with the CPU saturated, see tests/chaos/harness.py); xdist groups that hold under
+run quiet and with the CPU saturated, see tests/chaos/harness.py); what a test needs from the
+machine, skipped when missing but failed under CI (tests/needs.py); xdist groups that hold under
 pytest 9."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ("tests.chaos.harness",)
+pytest_plugins = ("tests.chaos.harness", "tests.needs")
 
 
 @pytest.fixture

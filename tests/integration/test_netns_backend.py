@@ -1,8 +1,9 @@
 """The netns backend on the real kernel: namespaces, veths, forwarders across a link, clean.
 
-Needs root and the ``ip`` command (CI has both); skipped otherwise.  Records go to a temporary
-state directory, and ``clean`` is shown only this test's namespaces, so scenarios running on
-the machine at the same time are never touched.  Every process is stopped by PID.
+Needs root and the ``ip`` command (CI has both, and fails without them; skipped elsewhere, see
+tests/needs.py).  Records go to a temporary state directory, and ``clean`` is shown only this
+test's namespaces, so scenarios running on the machine at the same time are never touched.
+Every process is stopped by PID.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,11 +28,9 @@ from apps.scenario.runs import RunRecord, clean, list_namespaces, proc_start_tim
 from apps.scenario.schema import Scenario
 from icn.dataplane.client_conf import ENV_VAR
 from icn.errors import ConfigError
+from tests.needs import is_root_with, needs
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None,
-    reason="the netns backend needs root and the ip command (iproute2)",
-)
+pytestmark = needs(is_root_with("ip"), "the netns backend needs root and the ip command (iproute2)")
 
 TWO_NODES = {
     "name": "t",

@@ -3,9 +3,10 @@ crosses each uplink (with two spines: over the one the sum is routed to, or spli
 by the multipath strategy), and its namespaces and processes are gone after the run, also when
 it is stopped halfway.
 
-Needs root and iproute2 (CI has both; skipped otherwise).  Only the in-network mode runs (the
-gloo peer needs torch, which the test install leaves out), two workers per rack, 1 MiB on fast
-links: this checks the wiring, not the figures.  The bench's temporary directory is put under
+Needs root and iproute2 (CI has both, and fails without them; skipped elsewhere, see
+tests/needs.py).  Only the in-network mode runs (the gloo peer needs torch, which the test
+install leaves out), two workers per rack, 1 MiB on fast links: this checks the wiring, not the
+figures.  The bench's temporary directory is put under
 this test's own (TMPDIR), so its processes are found by that path and no one else's are touched.
 """
 
@@ -13,20 +14,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from apps.scenario.runs import list_namespaces
+from tests.needs import is_root_with, needs
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-    reason="bench/allreduce_net.py needs root, ip and tc (iproute2)",
+pytestmark = needs(
+    is_root_with("ip", "tc"), "bench/allreduce_net.py needs root, ip and tc (iproute2)"
 )
 
 ROOT = Path(__file__).resolve().parents[3]

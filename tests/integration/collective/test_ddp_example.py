@@ -9,7 +9,6 @@ summary and the example's output for the accuracy test (two runs of 2 ranks inst
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -22,8 +21,9 @@ from typing import Any
 
 import pytest
 
-if importlib.util.find_spec("torch") is None:  # found, not imported: the ranks import it
-    pytest.skip("the DDP example needs torch: pip install -e .[torch]", allow_module_level=True)
+from tests.needs import has_module, needs
+
+pytestmark = needs(has_module("torch"), "the DDP example needs torch: pip install -e .[torch]")
 
 ROOT = Path(__file__).resolve().parents[3]
 RANKS = 2

@@ -9,7 +9,6 @@ second of CPU in every test worker that collects this file).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,10 +17,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-if importlib.util.find_spec("torch") is None:
-    pytest.skip("the torch extra: pip install -e .[torch]", allow_module_level=True)
+from tests.needs import has_module, needs
+
+pytestmark = needs(has_module("torch"), "the torch extra: pip install -e .[torch]")
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]

@@ -4,16 +4,17 @@ one link."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from tests.integration.scenario.conftest import SCENARIOS, run_scenario
+from tests.needs import has_module, needs
 
-if importlib.util.find_spec("torch") is None:  # found, not imported: the ranks import it
-    pytest.skip("scenarios/ddp.yaml needs torch: pip install -e .[torch]", allow_module_level=True)
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    needs(has_module("torch"), "scenarios/ddp.yaml needs torch: pip install -e .[torch]"),
+]
 WORKERS = ["w0", "w1", "w2", "w3"]
 
 

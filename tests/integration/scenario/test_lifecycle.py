@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import time
@@ -16,6 +14,7 @@ import pytest
 from apps.procs import icn_argv
 from tests.chaos.harness import CpuLoad
 from tests.integration.scenario.conftest import SCENARIOS, pid_alive, run_scenario
+from tests.needs import is_root_with, needs
 
 pytestmark = pytest.mark.slow
 
@@ -108,10 +107,7 @@ def _namespaces() -> list[str]:
     return [line.split()[0] for line in out.stdout.splitlines() if line.strip()]
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None,
-    reason="the netns backend needs root and iproute2 (CI has both)",
-)
+@needs(is_root_with("ip"), "the netns backend needs root and iproute2 (CI has both)")
 def test_quickstart_on_netns_leaves_no_namespace(tmp_path: Path, state_dir: Path) -> None:
     before = set(_namespaces())
     proc, report = run_scenario(
