@@ -67,8 +67,15 @@ def test_make_data_round_trip(
 def test_data_template_round_trip() -> None:
     template = DataTemplate(freshness=1000, signer=ALICE.signer())
     for i in range(3):
-        wire = template.build(NAME + generic(str(i)), b"x" * i * 1000)
+        name, content = NAME + generic(str(i)), b"x" * i * 1000
+        wire = template.build(name, content)
         verify_data(wire, ALICE.public_bytes)
+        dv = parse_data(wire)
+        assert dv.name == name and dv.freshness == 1000
+        assert dv.wire[dv.content_start : dv.content_end] == content
+        assert signature_info_of(wire) == SignatureInfo(T.SIG_ED25519, ALICE.key_name)
+        # what make_data builds, byte for byte (Ed25519 signatures are deterministic)
+        assert wire == make_data(name, content, freshness=1000, signer=ALICE.signer())
 
 
 def test_signature_is_over_name_through_signature_info() -> None:

@@ -97,7 +97,14 @@ def test_unavailable_without_ip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     assert isinstance(info.value, ConfigError)
 
 
-def test_teardown_before_setup(tmp_path: Path) -> None:
+def test_teardown_before_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # nothing was made: nothing to do (no ip command, no namespace looked for, no PID killed),
+    # nothing left behind, and a second call the same
+    done: list[object] = []
+    for name in ("run_command", "list_namespaces", "namespace_pids", "kill_pid"):
+        monkeypatch.setattr(netns, name, lambda *args, name=name: done.append((name, args)))
+    monkeypatch.setattr(netns.shutil, "which", lambda cmd: f"/usr/sbin/{cmd}")  # ip is there
     be = NetnsBackend(chain(2), "abcdef", tmp_path)
-    be.teardown()  # nothing was made: nothing to do
-    be.teardown()
+    for _ in range(2):
+        be.teardown()
+        assert done == [] and list(tmp_path.iterdir()) == [] and not be.sock_dir.exists()
