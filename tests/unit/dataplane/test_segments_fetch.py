@@ -1,5 +1,7 @@
 """fetch_segments over the fetcher, against an in-memory producer: once the first segment says
-where the object ends, every other segment is asked for at once (within the window)."""
+where the object ends, every other segment is asked for at once (within the window).  On a
+virtual clock (tests/virtual_time.py): a 100 ms lifetime ends when the fetcher says, not when a
+loaded CPU gets to the answer."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from icn.wire.encode import make_data
 from icn.wire.name import from_uri, segment
 from icn.wire.packet import InterestView
 from tests.unit.dataplane.memory_producer import Answer, endpoint
+from tests.virtual_time import virtual_time
 
 PREFIX = from_uri("/obj")
 SEGMENTS = [bytes([i]) * 100 for i in range(10)]
@@ -30,6 +33,7 @@ def serve(last_says_only: bool = False) -> Answer:
     return answer
 
 
+@virtual_time
 async def test_all_remaining_segments_go_out_at_once() -> None:
     ep, producer = endpoint(serve())
     task = asyncio.ensure_future(fetch_segments(ep, PREFIX, window=16, timeout=5))
@@ -47,6 +51,7 @@ async def test_all_remaining_segments_go_out_at_once() -> None:
     assert ep.pending == 0
 
 
+@virtual_time
 async def test_without_a_final_block_id_segments_are_asked_ahead_until_one_ends_it() -> None:
     ep, _ = endpoint(serve(last_says_only=True))
     got = await fetch_segments(ep, PREFIX, window=4, lifetime_ms=100, retries=0, timeout=5)
