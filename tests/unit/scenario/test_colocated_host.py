@@ -25,6 +25,7 @@ from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.mgmt.manager import install_management
 from icn.wire.name import from_uri, generic
+from tests.chaos.harness import CpuLoad
 
 PRODUCER = "apps.workloads:producer"
 
@@ -125,15 +126,16 @@ def spec_of(entry: str, name: str, tmp_path: Path, **args: Any) -> dict[str, Any
 
 
 async def test_a_colocated_producer_serves_through_an_in_memory_face(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cpu: CpuLoad
 ) -> None:
     d = daemon()
     task = asyncio.ensure_future(run_service(d, spec_of(PRODUCER, "p", tmp_path, prefix="/co")))
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(cpu.budget(5)):
         while "icn-scenario: ready p" not in capsys.readouterr().out:
             await asyncio.sleep(0.01)
     consumer = attach_endpoint(d, label="consumer")
-    data = await consumer.express(from_uri("/co") + generic("1"), lifetime_ms=1000)
+    lifetime_ms = round(cpu.budget(1.0) * 1000)  # one Interest, no retry: as the CPU allows
+    data = await consumer.express(from_uri("/co") + generic("1"), lifetime_ms=lifetime_ms)
     assert len(data.wire) > 1024
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
