@@ -15,6 +15,7 @@ pytestmark = pytest.mark.slow
 WORKERS = [f"w{i}" for i in range(8)]
 ROUNDS = 4  # allreduces per worker in the lossless run
 LOSSY_ROUNDS = 2  # allreduces per worker in the run with 5% loss
+LOSSY_DURATION = 120  # s: its upper bound, which stop_when_done cuts short
 
 
 def _passed(proc: Any, report: dict[str, Any]) -> None:
@@ -32,7 +33,7 @@ def _metric_total(report: dict[str, Any], name: str) -> float:
 
 
 def test_allreduce_under_five_percent_loss_is_exact_and_recovered_from_caches(
-    tmp_path: Path, state_dir: Path
+    tmp_path: Path, state_dir: Path, cpu: CpuLoad
 ) -> None:
     # the shipped scenario with 5% instead of 1% on its two lossy links, and 2 rounds instead
     # of 10: each round of 1 MiB loses hundreds of packets, recovered in about 2.5 s, so two
@@ -40,16 +41,22 @@ def test_allreduce_under_five_percent_loss_is_exact_and_recovered_from_caches(
     text = (SCENARIOS / "allreduce.yaml").read_text()
     assert text.count("loss: 1%") == 2
     text = text.replace("loss: 1%", "loss: 5%").replace("rounds: 10", f"rounds: {LOSSY_ROUNDS}")
+    # a duration the workers finish well within however loaded the machine (about 10 s on a
+    # quiet one): what is tested is that the run ends with them, not after it
+    assert "duration: 40s\n" in text
+    text = text.replace("duration: 40s\n", f"duration: {LOSSY_DURATION}s\n")
     path = tmp_path / "allreduce-5.yaml"
     path.write_text(text)
-    proc, report = run_scenario(path, tmp_path / "out", "--no-plots", timeout=150)
+    proc, report = run_scenario(
+        path, tmp_path / "out", "--no-plots", timeout=cpu.budget(LOSSY_DURATION + 30)
+    )
     _passed(proc, report)
     for w in WORKERS:  # every round at every worker was bit-exact (the worker checks)
         assert report["workloads"][w]["ok"] == report["workloads"][w]["requests"] == LOSSY_ROUNDS
     # stop_when_done: the run ended with its workers (about 10 s on a quiet machine), not after
-    # its 40 s; the margin is for a loaded one, where each lost chunk's wait grows
+    # its duration (the event is said only then)
     (end,) = [e for e in report["meta"]["events"] if "the run ends" in e["text"]]
-    assert end["t"] < 38
+    assert end["t"] < LOSSY_DURATION
     assert _metric_total(report, "interests_retransmitted") > 0  # the loss was real
     from_caches = _node_total(report, "fw.cs_hit_bytes")
     resent = _metric_total(report, "bytes_resent")
