@@ -29,7 +29,8 @@ def needs(present: bool, why: str) -> pytest.MarkDecorator:
     if present:
         return pytest.mark.skipif(False, reason=why)
     if under_ci():
-        return getattr(pytest.mark, MARK)(why)
+        missing: pytest.MarkDecorator = getattr(pytest.mark, MARK)(why)
+        return missing
     return pytest.mark.skip(reason=why)
 
 
