@@ -77,7 +77,7 @@ async def _do_fault(runner: ScenarioRunner, fault: FaultSpec, kind: TargetKind |
                     raise FaultError(f"cannot restart {target}: it is running")
                 await restart_node(runner, target)
         elif action == "kill":
-            kill_process(runner, target)
+            await kill_process(runner, target)
         else:
             await restart_process(runner, target)
         return
@@ -142,7 +142,7 @@ def _process(runner: ScenarioRunner, name: str) -> ServiceSpec | WorkloadSpec:
     return spec
 
 
-def kill_process(runner: ScenarioRunner, name: str) -> None:
+async def kill_process(runner: ScenarioRunner, name: str) -> None:
     """SIGKILL one service or workload by its PID; its node and the rest stay up."""
     spec = _process(runner, name)
     kind = "service" if isinstance(spec, ServiceSpec) else "workload"
@@ -153,7 +153,8 @@ def kill_process(runner: ScenarioRunner, name: str) -> None:
         raise FaultError(f"cannot kill {kind} {name}: it is not running")
     runner.expected_exit.add(child.pid)
     child.proc.kill()
-    child.proc.wait(5)
+    # off the loop: on ray a wait is calls to the node's agent, seconds on a busy cluster
+    await asyncio.to_thread(child.proc.wait, 5)
     runner.process_gone(spec, "killed")
 
 
@@ -173,4 +174,4 @@ async def restart_process(runner: ScenarioRunner, name: str) -> None:
         raise FaultError(f"cannot restart workload {name}: it has not started yet")
     if runner.workload_left(spec) <= 0:
         raise FaultError(f"cannot restart workload {name}: its time is over")
-    runner.start_workload(spec)
+    await runner.start_workload(spec)

@@ -32,6 +32,7 @@ Ray is optional (``pip install -e .[ray]``) and imported only here, when a run s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -273,6 +274,19 @@ class RayBackend(Backend):
     ) -> RemoteChild:
         remote_argv, files = self._ship(argv, str(self.remote[node]["run_dir"]))
         return self.mirrors[node].spawn(name, remote_argv, env or {}, files, argv)
+
+    async def start(
+        self, node: str, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> RemoteChild:
+        """The agent's start answers when its process runs on its machine, seconds later on a
+        busy cluster: meanwhile the runner's timeline, sampler and monitor go on.  A thread,
+        not Ray's awaitable ObjectRefs, since :meth:`AgentMirror.spawn` holds the mirror's lock
+        across the call (its pull thread must meet the fresh log files with their offsets)
+        and that lock is a threading one, which the loop never takes (``poll`` answers from
+        the last pull, signals go through the poster thread), so it must never be held on the
+        loop either.  A start whose run is cancelled meanwhile goes on in its thread; what it
+        started, the agent kills at teardown with whatever else still runs there."""
+        return await asyncio.to_thread(self.spawn, node, name, argv, env)
 
     def _ship(self, argv: list[str], remote_run: str) -> tuple[list[str], dict[str, bytes]]:
         """``argv`` for the agent's machine: this interpreter becomes the agent's, and every

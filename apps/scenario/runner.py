@@ -139,8 +139,9 @@ class ScenarioRunner:
 
     # ---- processes -------------------------------------------------------------------------
 
-    def _spawn(self, node: str, name: str, argv: list[str]) -> Child:
-        child = self.backend.spawn(node, name, argv)
+    async def _spawn(self, node: str, name: str, argv: list[str]) -> Child:
+        # awaited: on ray a start waits on the node's agent, which must not stop the loop
+        child = await self.backend.start(node, name, argv)
         self.children.append(child)
         if self.record is not None and self.backend.local_processes:
             self.record.add_pid(child.pid)
@@ -204,7 +205,7 @@ class ScenarioRunner:
         """Start these nodes' forwarders together, each in a process of its own or in its
         group's host, wait for all of them at once (longer for more of them) and attach the
         launcher to each; ScenarioFailed naming those not ready if any is not."""
-        handles = self._launch(nodes)
+        handles = await self._launch(nodes)
         processes = len({h.pid for h in handles})
         try:
             await await_ready(handles, packing.ready_timeout(len(handles), processes))
@@ -215,13 +216,14 @@ class ScenarioRunner:
             self.down.discard(node)
             self.expected_down.discard(node)
 
-    def _launch(self, nodes: list[str]) -> list[NodeForwarder]:
+    async def _launch(self, nodes: list[str]) -> list[NodeForwarder]:
         """Start ``nodes``: a process each, or (packed) a host for their group, or a request
         to the group's running host (a restart)."""
         handles: list[NodeForwarder] = []
         if self.per_process == 1:
             for node in nodes:
-                child = self._spawn(node, self._log_name(f"fwd-{node}"), self.node_argv(node))
+                name = self._log_name(f"fwd-{node}")
+                child = await self._spawn(node, name, self.node_argv(node))
                 handles.append(SoloForwarder(node, child))
         else:
             by_group: dict[int, list[str]] = {}
@@ -232,7 +234,7 @@ class ScenarioRunner:
                 if live is not None and live.running():
                     host = live
                 else:  # the first start, or its host died (all its nodes with it)
-                    host = self._spawn_host(group, members)
+                    host = await self._spawn_host(group, members)
                 for node in members:
                     packed = PackedForwarder(node, self._log_name(f"fwd-{node}"), host)
                     if host is live:
@@ -242,7 +244,7 @@ class ScenarioRunner:
             self.forwarders[h.node] = h
         return handles
 
-    def _spawn_host(self, group: int, start: list[str]) -> ForwarderHost:
+    async def _spawn_host(self, group: int, start: list[str]) -> ForwarderHost:
         """A process for ``group``'s nodes (their plan written), ``start`` started at once."""
         nodes = self.groups[group]
         plan = Plan(
@@ -258,7 +260,8 @@ class ScenarioRunner:
         )
         path = self.out_dir / "config" / f"packed-{group}.json"
         path.write_text(json.dumps(plan.to_json(), indent=2))
-        child = self._spawn(nodes[0], self._log_name(f"packed-{group}"), packed_argv(path, start))
+        name = self._log_name(f"packed-{group}")
+        child = await self._spawn(nodes[0], name, packed_argv(path, start))
         self.hosts[group] = host = ForwarderHost(child, plan.control)
         return host
 
@@ -305,7 +308,7 @@ class ScenarioRunner:
                 raise ScenarioFailed(f"{svc.name} (co-located in {fwd.name}): {exc}") from None
         else:
             argv = self._entry_argv(self._spec_file(svc, "service", None))
-            child = self._spawn(svc.node, self._log_name(svc.name), argv)
+            child = await self._spawn(svc.node, self._log_name(svc.name), argv)
             self.procs[svc.name] = child
             await self._wait_for(child, ready_line(svc.name), svc.ready_timeout, "stdout")
         self.process_back(svc)
@@ -332,7 +335,7 @@ class ScenarioRunner:
         """Seconds from now to the end of ``wl``'s span."""
         return wl.start + self.workload_duration(wl) - max(self.now(), wl.start)
 
-    def start_workload(self, wl: WorkloadSpec) -> None:
+    async def start_workload(self, wl: WorkloadSpec) -> None:
         """Start ``wl`` at its start time, or again after a kill for what is left of its span
         (its records append to the same results file)."""
         if wl.node in self.down:
@@ -341,7 +344,8 @@ class ScenarioRunner:
         again = wl.name in self.procs
         duration = self.workload_left(wl) if again else self.workload_duration(wl)
         spec = self._spec_file(wl, "workload", duration)
-        self.procs[wl.name] = self._spawn(wl.node, self._log_name(wl.name), self._entry_argv(spec))
+        name = self._log_name(wl.name)
+        self.procs[wl.name] = await self._spawn(wl.node, name, self._entry_argv(spec))
         self.event(f"workload {wl.name} {'restarted' if again else 'started'} on {wl.node}")
         self.process_back(wl)
 
@@ -454,7 +458,7 @@ class ScenarioRunner:
         for at, _, what in actions:
             await asyncio.sleep(max(0.0, at - self.now()))
             if isinstance(what, WorkloadSpec):
-                self.start_workload(what)
+                await self.start_workload(what)
             else:
                 await apply_fault(self, what)
         while (left := self.sc.duration - self.now()) > 0:

@@ -1,0 +1,146 @@
+"""On the ray backend the runner starts, kills and restarts processes without stopping its
+event loop: the timeline, the sampler and the monitor go on while a node agent answers.
+
+The agent here is a plain object (as in tests/integration/scenario/test_ray_parts.py): its
+answer to a start, and to a wait, comes only once the runner's loop has run a callback it
+scheduled after the call began.  A call made on the loop can never see that callback run: it
+waits out :data:`BLOCKED` and fails, so each test here fails, and never hangs, when a start or
+a wait is made on the loop.  Nothing is bounded by the clock when it works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apps.scenario.loader import parse_scenario
+from apps.scenario.ray_backend import RayBackend
+from apps.scenario.ray_child import AgentMirror
+from apps.scenario.runner import ScenarioRunner
+
+# How long an agent call waits for the loop before it says the loop is blocked: only the
+# failure waits it out
+BLOCKED = 20.0
+
+SCENARIO = """\
+name: t
+nodes:
+  a: {}
+workloads:
+  - {name: w, node: a, entry: 'apps.workloads:consumer'}
+faults:
+  - {at: 0s, kill: w}
+  - {at: 0s, restart: w}
+duration: 600s
+"""
+
+
+class LoopBoundAgent:
+    """A node agent (an AgentCalls) whose starts and waits answer only after the runner's loop
+    has run: each such call schedules a callback on ``loop`` and waits until it has run."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.started: list[str] = []
+        self.signals: list[tuple[str, int]] = []
+        self.killed = threading.Event()
+        self.pids = iter(range(4242, 5000))
+
+    def _after_the_loop_ran(self, method: str) -> None:
+        ran = threading.Event()
+        self.loop.call_soon_threadsafe(ran.set)
+        if not ran.wait(BLOCKED):
+            raise TimeoutError(f"{method}: the runner's loop did not run while it waited")
+
+    def __call__(self, method: str, *args: Any, timeout: float) -> Any:
+        if method == "spawn":
+            self._after_the_loop_ran(method)
+            self.started.append(args[0])
+            return next(self.pids)
+        if method == "signal":
+            self.signals.append((args[0], args[1]))
+            if args[1] == signal.SIGKILL:
+                self.killed.set()
+            return True
+        if method == "wait":
+            self.killed.wait(BLOCKED)  # the kill is posted: it may come in just after the wait
+            self._after_the_loop_ran(method)
+            return -signal.SIGKILL
+        if method == "sync":
+            return {"files": {}, "exits": {}}
+        raise AssertionError(f"unexpected agent call {method}")
+
+
+@pytest.fixture
+def mirrors() -> Iterator[list[AgentMirror]]:
+    made: list[AgentMirror] = []
+    yield made
+    for mirror in made:
+        mirror.join(1)
+
+
+def ray_runner(tmp_path: Path, mirrors: list[AgentMirror]) -> tuple[ScenarioRunner, LoopBoundAgent]:
+    """A runner on the ray backend whose node ``a`` has a :class:`LoopBoundAgent` (the
+    backend's ``setup``, which joins a cluster, is not run: only what it leaves is set)."""
+    sc = parse_scenario(SCENARIO, "s.yaml", check_entries=False)
+    runner = ScenarioRunner(sc, tmp_path, backend="ray", run_id="abc123")
+    backend = runner.backend
+    assert isinstance(backend, RayBackend)
+    agent = LoopBoundAgent(asyncio.get_running_loop())
+    mirror = AgentMirror("a", agent, tmp_path)
+    mirrors.append(mirror)
+    backend.mirrors["a"] = mirror
+    backend.remote["a"] = {"run_dir": "/remote/run", "socket": "/remote/a.sock"}
+    return runner, agent
+
+
+async def test_a_node_starts_and_restarts_on_ray_while_the_loop_runs(
+    tmp_path: Path, mirrors: list[AgentMirror]
+) -> None:
+    runner, agent = ray_runner(tmp_path, mirrors)
+    (first,) = await runner._launch(["a"])
+    (again,) = await runner._launch(["a"])  # a restart of the node: a new process, a new log
+    assert [first.name, again.name] == ["fwd-a", "fwd-a.1"] == agent.started
+    assert runner.forwarders["a"] is again and [c.pid for c in runner.children] == [4242, 4243]
+    assert (tmp_path / "logs" / "fwd-a.1.err").exists()
+
+
+async def test_the_timeline_starts_kills_and_restarts_a_workload_on_ray_while_the_loop_runs(
+    tmp_path: Path, mirrors: list[AgentMirror]
+) -> None:
+    runner, agent = ray_runner(tmp_path, mirrors)
+
+    def both_faults_done() -> bool:
+        faults = runner.state.faults
+        return len(faults) == 2 and (faults[1]["applied"], faults[1]["error"]) != (None, None)
+
+    runner.state.t0 = time.time()  # the run's start, as run() sets it before the timeline
+    timeline = asyncio.ensure_future(runner.timeline())
+    try:
+        async with asyncio.timeout(3 * BLOCKED):  # only a failure waits this out
+            while not both_faults_done():
+                if timeline.done():
+                    await timeline  # raises what ended it
+                await asyncio.sleep(0.01)
+    finally:
+        timeline.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await timeline
+    assert [e.text for e in runner.state.events] == [
+        "workload w started on a",
+        "fault: kill workload w",
+        "workload w restarted on a",
+        "fault: restart workload w",
+    ]
+    assert [f["error"] for f in runner.state.faults] == [None, None]
+    assert agent.started == ["w", "w.1"] and agent.signals == [("w", signal.SIGKILL)]
+    assert runner.procs["w"].pid == 4243 and 4242 in runner.expected_exit
+    assert runner.procs["w"].stdout_path == tmp_path / "logs" / "w.1.out"
