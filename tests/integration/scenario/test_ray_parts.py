@@ -482,21 +482,24 @@ def test_processes_of_an_agent_that_died_count_as_killed(tmp_path: Path) -> None
 def test_signals_go_without_waiting_for_the_agent_in_order(tmp_path: Path) -> None:
     """The runner signals from its event loop: SIGUSR1 to every forwarder at each sample."""
     got: list[int] = []
+    sent = threading.Event()
 
     def call(method: str, *args: Any, timeout: float) -> Any:
         if method == "spawn":
             return 4242
         if method == "signal":
-            time.sleep(0.3)  # a busy cluster
+            # a busy cluster: the agent answers only once both signals were sent, which a
+            # sender that waited for its answer never gets to (it fails after 10 s instead)
+            if not sent.wait(10):
+                raise TimeoutError("the signal's sender waited for the agent's answer")
             got.append(args[1])
             return True
         return None
 
     mirror = AgentMirror("a", call, tmp_path)
     child = mirror.spawn("w", ["prog"], {}, {}, ["prog"])
-    t0 = time.monotonic()
     child.proc.send_signal(signal.SIGUSR1)
     child.proc.terminate()
-    assert time.monotonic() - t0 < 0.25
+    sent.set()
     assert wait_until(lambda: len(got) == 2) and got == [signal.SIGUSR1, signal.SIGTERM]
     mirror.join(1)
