@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from apps.procs import icn_argv
+from tests.chaos.harness import CpuLoad
 from tests.integration.scenario.conftest import SCENARIOS, pid_alive
 from tests.integration.scenario.ray_cluster import RayCluster
 
@@ -152,7 +153,10 @@ def test_quickstart_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path)
     nothing_left(cluster, report["meta"]["run_id"], state_dir)
 
 
-def test_failover_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -> None:
+def test_failover_on_ray(
+    cluster: RayCluster, tmp_path: Path, state_dir: Path, cpu: CpuLoad
+) -> None:
+    cpu.budget(3.0)  # the load at the start is kept: the bound below counts the larger scale
     proc, report = run_on_ray(cluster, SCENARIOS / "failover.yaml", tmp_path / "out", "--no-plots")
     report = passed(proc, report)
     assert [e["criterion"] for e in report["expectations"]] == [
@@ -161,7 +165,7 @@ def test_failover_on_ray(cluster: RayCluster, tmp_path: Path, state_dir: Path) -
     ]
     (rec,) = report["workloads"]["consumer"]["recovery"]
     assert rec["fault"] == "kill b" and rec["recovery_s"] is not None
-    assert rec["recovery_s"] <= 3.0
+    assert rec["recovery_s"] <= cpu.budget(3.0)
     (fault,) = report["faults"]
     assert fault["applied"] == pytest.approx(4.0, abs=0.5)
     assert any("b down" in e["reason"] for e in report["route_events"])
@@ -303,7 +307,7 @@ def niceness(pid: int) -> int:
 
 
 def test_every_fault_kind_beside_two_runs_that_are_stopped_and_killed(
-    cluster: RayCluster, tmp_path: Path, state_dir: Path
+    cluster: RayCluster, tmp_path: Path, state_dir: Path, cpu: CpuLoad
 ) -> None:
     """Three runs on the cluster at once.  One cuts, restores and shapes a link and kills and
     restarts a service, a workload and a node (its TCP link to c made again), and it goes as on
@@ -314,6 +318,7 @@ def test_every_fault_kind_beside_two_runs_that_are_stopped_and_killed(
     children, and ``icn scenario clean`` removes what it left on the launcher's machine.  Both
     follow their placement, and what they start runs at its Ray node's niceness (not 15 nicer,
     as Ray makes its workers)."""
+    cpu.budget(5.0)  # the load at the start is kept: the bounds below count the larger scale
     # placed away from where spreading would put them (the first Ray node)
     stopped = Launcher(cluster, tmp_path / "stopped", ONE_NODE % "z1")
     killed = Launcher(cluster, tmp_path / "killed", ONE_NODE % "z2")
@@ -367,7 +372,8 @@ def test_every_fault_kind_beside_two_runs_that_are_stopped_and_killed(
     wl = report["workloads"]["consumer"]
     recovery = {r["fault"]: r["recovery_s"] for r in wl["recovery"]}
     assert set(recovery) == {"cut a-b", "kill service producer", "kill b"}, recovery
-    assert all(v is not None and v < 5.0 for v in recovery.values()), recovery
+    bound = cpu.budget(5.0)
+    assert all(v is not None and v < bound for v in recovery.values()), (recovery, bound)
     # the cut, in a's face on its Ray node.  Drops count from a's first sample on; with the cut
     # at 1.5 s, 0 were counted in 2 of 4 suite runs, so every fault comes 0.5 s later than it did
     assert report["links"]["a-b"]["dropped"]["a>b"] > 0
@@ -377,9 +383,10 @@ def test_every_fault_kind_beside_two_runs_that_are_stopped_and_killed(
     # the run lasts until 11.5 s so that shaped requests complete in the last bins whatever it took
     shaped_at = faults[-1]["applied"]
     late = [b for b in wl["timeline"] if b["t"] >= shaped_at + 0.5 and b["p50_ms"] is not None]
-    # every answered bin before the shape (not only the first ones: starting a process through
-    # Ray blocks the launcher's loop, and under the suite's load the consumer once started at
-    # 2.5 s instead of 0.5 s, so no bin before the cut had an answer)
+    # every answered bin before the shape, not only the first ones: under the suite's load the
+    # consumer once started at 2.5 s instead of 0.5 s (starting a process through Ray blocked
+    # the launcher's loop then; it no longer does, but a busy agent still answers late), so no
+    # bin before the cut had an answer
     early = [b for b in wl["timeline"] if b["t"] <= shaped_at - 1.0 and b["p50_ms"] is not None]
     assert late and early, wl["timeline"]
     assert min(b["p50_ms"] for b in late) > 90 > max(b["p50_ms"] for b in early)
