@@ -5,10 +5,11 @@ CancelledError."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from compute.rmi import ServerConfig
+from compute.rmi.jobs import Job
 from tests.chaos.harness import CpuLoad
 from tests.integration.rmi import funcs
 from tests.integration.rmi.conftest import PREFIX, Line
@@ -58,22 +59,31 @@ async def test_a_cancelled_call_in_a_thread_is_abandoned_and_counted(line: Line)
 
 @pytest.mark.parametrize("in_session", [True, False])
 async def test_a_call_cancelled_before_its_thunk_arrives_still_stops_on_the_server(
-    line: Line, in_session: bool, cpu: CpuLoad
+    line: Line, in_session: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # cancelled within the server's inline budget: the caller has no thunk to cancel yet, so
-    # it asks for the call's answer again (never run twice) and cancels the thunk it gets.
-    # The budget (50 ms by default) is widened, as much as the CPU is slow, so that the test
-    # sees the job running before it ends (under the client's 2 s lifetime, less the margin)
-    server = await line.start_server(ServerConfig(inline_budget=min(cpu.budget(0.5), 1.5)))
+    # it asks for the call's answer again (never run twice) and cancels the thunk it gets
+    server = await line.start_server()
     client = line.client()
     if in_session:
         assert await client.call(f"{PREFIX}/echo", 1) == 1  # agrees the session
     task = asyncio.create_task(client.call(f"{PREFIX}/slow", 30.0))
-    await wait_until(lambda: funcs.RAN["slow"] == 1)
-    assert server.counters["thunked"] == 0  # still within the inline budget
-    task.cancel()
+    # the caller is cancelled as the job starts, in the same step: before the inline budget
+    # (50 ms) can end and answer it with a thunk, however slowly a loaded machine runs the
+    # loop (a test that looked every 5 ms could see the job only after the thunk had gone)
+    thunked_at_cancel: list[int] = []
+    run = server.jobs.run
+
+    def run_then_cancel(job: Job, args: list[Any], kwargs: dict[str, Any]) -> None:
+        run(job, args, kwargs)
+        if job.spec.name == "slow":
+            thunked_at_cancel.append(server.counters["thunked"])
+            task.cancel()
+
+    monkeypatch.setattr(server.jobs, "run", run_then_cancel)
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert thunked_at_cancel == [0]  # still within the inline budget
     await wait_until(lambda: not server.jobs.running)  # (its 30 s are not waited for)
     assert server.counters["cancelled"] == 1
     assert server.counters["completed"] == (1 if in_session else 0)  # (the echo)
