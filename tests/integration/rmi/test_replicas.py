@@ -167,18 +167,21 @@ async def test_a_session_call_landing_on_the_other_replica_falls_back_once(
     net: Replicas = await replicas(r1={"max_jobs": 1}, r2={"max_jobs": 1})
     client = net.client()
     # a few calls, until asf settles (its one probe takes a call to the other replica, which
-    # answers "no such session": that call falls back too)
+    # answers "no such session", an application Nack: the probe is owed, so that call's full
+    # exchange goes there too and measures it; later calls may move back, falling back once)
     for n in range(4):
         assert await client.call(f"{PREFIX}/echo", n) == n
-    fallbacks = client.counters["session_fallback"]
-    sid = client._sessions[from_uri(PREFIX)].sid
-    (home,) = [r for r, s in net.servers.items() if s._sessions.get(sid, 0.0) is not None]
-    (other,) = [r for r in REPLICAS if r != home]
-    unknown_before = net.servers[other].counters["session_unknown"]
-    sessions_before = net.servers[other].counters["sessions"]
     busy = asyncio.ensure_future(client.call(f"{PREFIX}/held"))  # home's one job slot
     await wait_until(lambda: funcs.RAN["held"] == 1)
-    assert net.servers[home].in_progress == 1
+    # home: where the held call runs, in the caller's session (there already, or agreed
+    # there by the full exchange the call fell back to)
+    (home,) = [r for r, s in net.servers.items() if s.in_progress == 1]
+    sid = client._sessions[from_uri(PREFIX)].sid
+    assert net.servers[home]._sessions.get(sid, 0.0) is not None
+    (other,) = [r for r in REPLICAS if r != home]
+    fallbacks = client.counters["session_fallback"]
+    unknown_before = net.servers[other].counters["session_unknown"]
+    sessions_before = net.servers[other].counters["sessions"]
     # home Nacks the next session call, asf takes it to the other replica, which does not
     # know the session: the caller runs the full exchange there, once, and gets a session
     assert await client.call(f"{PREFIX}/echo", 10) == 10
