@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 Verifier = Callable[[DataView], None]
 
 DEFAULT_MAX_PENDING = 65536
+# rib/register commands sent for one serve() before it gives up (each waits its lifetime, 4 s)
+REGISTER_ATTEMPTS = 2
 # Bytes queued in a stream transport before sends are dropped: four of the largest local packets,
 # so a producer answering a window of 1 MiB chunks at once is not cut short.
 SEND_LIMIT = 4 * T.MAX_LOCAL_PACKET_SIZE
@@ -405,9 +407,21 @@ class Endpoint:
         previous = self.handlers.add(value, handler)  # before the route: no Interest missed
         if register:
             try:
-                body = await mgmt_client.command(
-                    self, "rib", "register", name=value, origin=origin, cost=cost, flags=flags
-                )
+                # rib/register is idempotent (the same face, origin and cost again change
+                # nothing), so a command unanswered in its lifetime is sent once more: a
+                # forwarder busy beside other work once took longer than the 4 s to answer,
+                # and `icn serve` gave up with the forwarder alive (issue 34)
+                for attempt in range(REGISTER_ATTEMPTS):
+                    try:
+                        body = await mgmt_client.command(
+                            self, "rib", "register", name=value, origin=origin, cost=cost,
+                            flags=flags,
+                        )  # fmt: skip
+                        break
+                    except InterestTimeout:
+                        if attempt + 1 == REGISTER_ATTEMPTS:
+                            raise
+                        log.info("rib/register %s unanswered: sent again", to_uri(value))
             except BaseException:
                 self.handlers.remove(value)
                 if previous is not None:
