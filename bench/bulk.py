@@ -32,9 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from apps.procs import Child, ProcessGroup, icn_argv
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:  # run as a script: the bench package sits beside it
+    sys.path.insert(0, str(HERE.parent))
 
-HERE = Path(__file__).parent
+from apps.procs import Child, ProcessGroup, icn_argv  # noqa: E402
+from bench import loops  # noqa: E402
+
 GIB = 1 << 30
 
 
@@ -55,6 +59,7 @@ class Case:
     variant: str = ""
     mbps: list[float] = field(default_factory=list)
     cpu: list[tuple[float, float, float]] = field(default_factory=list)  # prod, middle, cons
+    loops: set[str] = field(default_factory=set)  # the consumer's event loop, each run
 
     def line(self, size: int) -> str:
         med = statistics.median(self.mbps)
@@ -102,6 +107,7 @@ def run_consumer(
     result = json.loads(child.output().strip().splitlines()[-1])
     case.mbps.append(args.size_bytes / result["seconds"] / 1e6)
     case.cpu.append((after[0] - before[0], after[1] - before[1], result["cpu"]))
+    case.loops.add(result.get("loop", loops.UNKNOWN))
 
 
 def main(args: argparse.Namespace) -> None:
@@ -136,6 +142,11 @@ def main(args: argparse.Namespace) -> None:
             ],
         )
         prod.wait_for("producer ready", timeout=120, stream="stdout")
+        ran = {  # each process's event loop, as seen in it (the forwarder's: what it loaded)
+            "forwarder": loops.of_pid(fwd.pid),
+            "relay": loops.from_ready(relay.output(), "relay ready"),
+            "producer": loops.from_ready(prod.output(), "producer ready"),
+        }
         cases = [
             Case("(a) ours, DigestSha256 per segment", "ours", "digest"),
             Case("(a) ours, Ed25519 per segment", "ours", "ed25519"),
@@ -155,9 +166,12 @@ def main(args: argparse.Namespace) -> None:
     finally:
         group.stop_all()
         shutil.rmtree(workdir, ignore_errors=True)
+    for case in cases:
+        ran.setdefault(f"consumer ({case.mode})", "/".join(sorted(case.loops)))
     print(
         f"{args.size_bytes / (1 << 20):g} MiB object over Unix sockets, {args.segment} B segments, "
-        f"window {args.window}, one forwarder process (or relay) between two processes, uvloop"
+        f"window {args.window}, one forwarder process (or relay) between two processes; "
+        f"event loops: {loops.summary(ran)}"
     )
     for case in cases:
         print(case.line(args.size_bytes), flush=True)

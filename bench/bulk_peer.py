@@ -7,7 +7,8 @@ that many bytes).  Variants: ``digest`` (DigestSha256 per segment, the default),
 Ed25519 signature per segment), ``manifest`` (segments by digest, one Ed25519-signed manifest).
 
 ``consume`` fetches once, checks the bytes against the object, and prints one JSON line: wall
-seconds and its own CPU seconds over the fetch (process start-up excluded).
+seconds and its own CPU seconds over the fetch (process start-up excluded), and the event loop
+it ran on.  ``produce`` names its loop in its ready line.
 """
 
 from __future__ import annotations
@@ -22,15 +23,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from icn.dataplane.endpoint import Endpoint
-from icn.dataplane.publish import SegmentedObject
-from icn.dataplane.segments import fetch_segments_buffer
-from icn.errors import ValidationError
-from icn.security.keys import Identity, verify_data
-from icn.security.manifest import Manifest, manifest_name
-from icn.wire.name import from_uri
-from icn.wire.packet import DataView, InterestView
-from icn.wire.signer import DIGEST_SHA256
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
+    sys.path.insert(0, str(ROOT))
+
+from bench.loops import running  # noqa: E402
+from icn.dataplane.endpoint import Endpoint  # noqa: E402
+from icn.dataplane.publish import SegmentedObject  # noqa: E402
+from icn.dataplane.segments import fetch_segments_buffer  # noqa: E402
+from icn.errors import ValidationError  # noqa: E402
+from icn.security.keys import Identity, verify_data  # noqa: E402
+from icn.security.manifest import Manifest, manifest_name  # noqa: E402
+from icn.wire.name import from_uri  # noqa: E402
+from icn.wire.packet import DataView, InterestView  # noqa: E402
+from icn.wire.signer import DIGEST_SHA256  # noqa: E402
 
 VARIANTS = ("digest", "ed25519", "manifest")
 
@@ -125,7 +131,7 @@ async def produce(args: argparse.Namespace) -> None:
     ep = await Endpoint.connect(f"unix://{args.fwd}")
     await ep.serve(producer.prefix, producer.handler)
     await loop.create_unix_connection(lambda: RawServer(content), args.relay)
-    print("producer ready", flush=True)
+    print(f"producer ready {running()}", flush=True)  # and its loop
     await ep.wait_closed()
 
 
@@ -204,7 +210,7 @@ async def consume_raw(args: argparse.Namespace) -> bytes | bytearray:
     return proto.buf  # the object in one buffer, as fetch_segments returns it
 
 
-def consume_pyndn(args: argparse.Namespace) -> tuple[bytes | bytearray, float, float]:
+def consume_pyndn(args: argparse.Namespace) -> tuple[bytes | bytearray, float, float, str]:
     """python-ndn's own segment fetcher (v1 NDNApp, one Interest at a time), through our
     forwarder; its default validator checks each segment's DigestSha256."""
     import os
@@ -217,8 +223,10 @@ def consume_pyndn(args: argparse.Namespace) -> tuple[bytes | bytearray, float, f
     app = NDNApp(keychain=KeychainDigest())
     out: list[bytes] = []
     times: list[float] = []
+    loop: list[str] = []  # the loop python-ndn's run_forever runs on
 
     async def run() -> None:
+        loop.append(running())
         try:
             times.extend((time.perf_counter(), time.process_time()))
             async for part in segment_fetcher(app, args.name, must_be_fresh=False):
@@ -228,28 +236,29 @@ def consume_pyndn(args: argparse.Namespace) -> tuple[bytes | bytearray, float, f
             app.shutdown()
 
     app.run_forever(after_start=run())
-    return b"".join(out), times[2] - times[0], times[3] - times[1]
+    return b"".join(out), times[2] - times[0], times[3] - times[1], loop[0]
 
 
 def consume(args: argparse.Namespace) -> None:
     if args.mode == "pyndn":
-        got, wall, cpu = consume_pyndn(args)
+        got, wall, cpu, loop = consume_pyndn(args)
     else:
         fetch = {"ours": consume_ours, "raw": consume_raw}[args.mode]
 
-        async def timed() -> tuple[bytes | bytearray, float, float]:
+        async def timed() -> tuple[bytes | bytearray, float, float, str]:
             t0, c0 = time.perf_counter(), time.process_time()
             got = await asyncio.wait_for(fetch(args), args.timeout)
-            return got, time.perf_counter() - t0, time.process_time() - c0
+            return got, time.perf_counter() - t0, time.process_time() - c0, running()
 
         try:
             import uvloop
 
-            got, wall, cpu = uvloop.run(timed())
+            got, wall, cpu, loop = uvloop.run(timed())
         except ImportError:
-            got, wall, cpu = asyncio.run(timed())
+            got, wall, cpu, loop = asyncio.run(timed())
     ok = got == object_bytes(args.size)
-    print(json.dumps({"seconds": wall, "cpu": cpu, "bytes": len(got), "ok": ok}), flush=True)
+    result = {"seconds": wall, "cpu": cpu, "bytes": len(got), "ok": ok, "loop": loop}
+    print(json.dumps(result), flush=True)
     sys.exit(0 if ok else 1)
 
 

@@ -15,7 +15,15 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
+from pathlib import Path
 from typing import cast
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
+    sys.path.insert(0, str(ROOT))
+
+from bench.loops import running  # noqa: E402
 
 
 class Hub:
@@ -88,7 +96,7 @@ async def main() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    print("relay ready", flush=True)
+    print(f"relay ready {running()}", flush=True)  # and its loop
     await stop
     server.close()
     with contextlib.suppress(OSError):

@@ -1,12 +1,13 @@
 """Forwarder throughput on loopback, against a bare UDP relay measured in the same run.
 
-Cases, each with the same lean consumer and producer (one process, uvloop) and a middle box in
-its own process:
+Cases, each with the same lean consumer and producer (one process, uvloop when installed) and a
+middle box in its own process:
   (a) consumer -> forwarder -> producer   (PIT, FIB, strategy and CS insert for each exchange)
   (b) consumer -> forwarder               (the same names again: answered by the content store)
   (c) consumer -> bare asyncio UDP relay -> producer   (no table work: the ceiling)
 Each case runs --rounds times, alternating, and the median is reported.  The last line is
-``forwarder/relay ratio: X``, the packet-rate ratio of case (a) to case (c).
+``forwarder/relay ratio: X``, the packet-rate ratio of case (a) to case (c).  The header names
+the event loop each process ran, as seen in it (bench/loops.py).
 
 Run: .venv/bin/python bench/fwd_throughput.py [--count 20000] [--window 64] [--rounds 3]
 """
@@ -21,9 +22,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from apps.loadgen import Consumer, FetchResult, object_names, start_producer
-from apps.procs import ProcessGroup, icn_argv
-from apps.topology import free_udp_port
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
+    sys.path.insert(0, str(ROOT))
+
+from apps.loadgen import Consumer, FetchResult, object_names, start_producer  # noqa: E402
+from apps.procs import ProcessGroup, icn_argv  # noqa: E402
+from apps.topology import free_udp_port  # noqa: E402
+from bench import loops  # noqa: E402
 
 HOST = "127.0.0.1"
 
@@ -86,6 +92,11 @@ async def main(args: argparse.Namespace) -> None:
         )
         fwd.wait_for("forwarder ready", stream="stderr")
         relay.wait_for("relay ready", stream="stdout")
+        ran = {  # each process's event loop, as seen in it (the forwarder's: what it loaded)
+            "consumer and producer": loops.running(),
+            "forwarder": loops.of_pid(fwd.pid),
+            "relay": loops.from_ready(relay.output(), "relay ready"),
+        }
         fwd_entry, relay_entry = (HOST, fwd_port), (HOST, relay_port)
         # warm up both paths (sockets, caches, branch predictors)
         await fetch(fwd_entry, object_names("/bench/warm/f", 2000), args.window)
@@ -107,7 +118,7 @@ async def main(args: argparse.Namespace) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     print(
         f"loopback UDP, {args.count} Interests per round, window {args.window}, "
-        f"{args.payload} B content, DigestSha256 Data, uvloop"
+        f"{args.payload} B content, DigestSha256 Data; event loops: {loops.summary(ran)}"
     )
     ra = line("(a) forwarder, producer behind it", a)
     line("(b) forwarder, content store hits", b)

@@ -9,7 +9,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import sys
+from pathlib import Path
 from typing import cast
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
+    sys.path.insert(0, str(ROOT))
+
+from bench.loops import running  # noqa: E402
 
 
 class Relay(asyncio.DatagramProtocol):
@@ -49,7 +57,7 @@ async def main() -> None:
     stop = loop.create_future()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
-    print("relay ready", flush=True)
+    print(f"relay ready {running()}", flush=True)  # and its loop
     await stop
     transport.close()
 
