@@ -19,7 +19,10 @@ call carries the payload both ways:
            length-prefixed msgpack frames [call id, bytes] multiplexed by call id, answered
            in order with no naming, signature or task per call: what any Python asyncio RPC
            pays at least, so rmi/ceiling and grpc/ceiling say how close each side comes to it
-All three clients share this process's event loop (uvloop when installed, as the servers).
+All three clients share this process's event loop, and every server runs the same kind: uvloop
+when installed (grpc.aio serves under uvloop, so bench/grpc_server.py runs on it; should it fail
+to start there, that server runs on asyncio's loop and the header says why).  The header's first
+line names the loop each process ran, as seen in it (bench/loops.py).
 For each payload size and concurrency (calls in flight), each side runs after a warm-up for
 --rounds rounds of --duration seconds, the sides alternating.  Latency percentiles are over all
 rounds, calls/s is the median round.  The ratios are rmi calls/s / grpc calls/s and rmi p50 /
@@ -30,7 +33,7 @@ same endpoint each make one call, one at a time, per payload size (p50 and p99 o
 fewer than 100 calls the p99 is the slowest).
 
 Run: .venv/bin/python bench/rmi.py [--quick] [--duration 3] [--rounds 3] [--concurrency 1,64]
-     [--payloads shared|packets]
+     [--payloads shared|packets] [--grpc-loop auto|asyncio]
 Needs grpcio: pip install -e .[bench]
 """
 
@@ -56,6 +59,7 @@ if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside 
     sys.path.insert(0, str(ROOT))
 
 from apps.procs import ProcessGroup, icn_argv  # noqa: E402
+from bench import loops  # noqa: E402
 from bench.arguments import parse_ints  # noqa: E402
 from bench.rmi_ceiling_server import frame, read_frame  # noqa: E402
 from compute.rmi import Client  # noqa: E402
@@ -281,7 +285,11 @@ async def main(args: argparse.Namespace) -> None:
         fwd = group.start(
             "fwd", icn_argv("fwd", "--unix", str(sock), "--log-level", "info"), env=env
         )
-        gsrv = group.start("grpc", [sys.executable, str(ROOT / "bench" / "grpc_server.py")], env)
+        gsrv = group.start(
+            "grpc",
+            [sys.executable, str(ROOT / "bench" / "grpc_server.py"), "--loop", args.grpc_loop],
+            env,
+        )
         csrv = group.start(
             "ceiling", [sys.executable, str(ROOT / "bench" / "rmi_ceiling_server.py")], env
         )
@@ -304,6 +312,16 @@ async def main(args: argparse.Namespace) -> None:
         port = int(gsrv.output().split("ready", 1)[1].split()[0])
         csrv.wait_for("ready", stream="stdout")
         ceiling_port = int(csrv.output().split("ready", 1)[1].split()[0])
+        ran = {  # each process's event loop, as seen in it (the forwarder's: what it loaded)
+            "client": loops.running(),
+            "forwarder": loops.of_pid(fwd.pid),
+            "rmi server": loops.from_ready(srv.output(), "ready"),
+            "grpc server": loops.from_ready(gsrv.output(), "ready"),
+            "ceiling server": loops.from_ready(csrv.output(), "ready"),
+        }
+        # bench/grpc_server.py says in parentheses why it is not on uvloop, where it is not
+        grpc_ready = gsrv.output().split("ready", 1)[1].split("\n", 1)[0]
+        grpc_why = grpc_ready.partition("(")[2].rpartition(")")[0]
 
         client = Client(
             await Endpoint.connect(f"unix://{sock}"),
@@ -369,11 +387,13 @@ async def main(args: argparse.Namespace) -> None:
         group.stop_all()
         shutil.rmtree(workdir, ignore_errors=True)
 
-    loop_name = "uvloop" if "uvloop" in type(asyncio.get_running_loop()).__module__ else "asyncio"
     print(
-        f"echo of a bytes argument (the result is the payload, both ways), {loop_name} client, "
-        f"{args.rounds} x {args.duration:g} s per cell after {args.warmup:g} s warm-up"
+        f"echo of a bytes argument (the result is the payload, both ways), "
+        f"{args.rounds} x {args.duration:g} s per cell after {args.warmup:g} s warm-up; "
+        f"event loops: {loops.summary(ran)}"
     )
+    if grpc_why:
+        print(f"grpc server not on uvloop: {grpc_why}")
     print(
         "rmi: client -> forwarder (Unix socket) -> RMI server process, in a session; "
         f"grpc: grpc.aio {grpc.__version__} unary over TCP {HOST}"
@@ -439,6 +459,13 @@ if __name__ == "__main__":
     )
     ap.add_argument(
         "--first-calls", type=int, help="fresh rmi clients per size, one call each (default 40)"
+    )
+    ap.add_argument(
+        "--grpc-loop",
+        choices=["auto", "asyncio"],
+        default="auto",
+        help="the grpc server's loop: auto, uvloop when installed (as every other process); "
+        "asyncio: asyncio's loop",
     )
     args = ap.parse_args()
     if args.quick:

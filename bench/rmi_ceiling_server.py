@@ -8,7 +8,8 @@ no authorization.  So it is the floor of what a call costs a Python asyncio proc
 processes, a TCP loopback round trip, a msgpack encode and decode each way), and its calls/s
 the ceiling the other two sides are read against.
 
-Prints ``ready PORT`` on stdout once listening, stops on SIGTERM or SIGINT.
+Prints ``ready PORT LOOP`` on stdout once listening (LOOP: the running loop, uvloop or
+asyncio), stops on SIGTERM or SIGINT.
 Run: python bench/rmi_ceiling_server.py [--port 0]     (loopback only: 127.0.0.1)
 """
 
@@ -19,8 +20,16 @@ import asyncio
 import contextlib
 import signal
 import struct
+import sys
+from pathlib import Path
 
 import msgpack
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
+    sys.path.insert(0, str(ROOT))
+
+from bench.loops import running  # noqa: E402
 
 LENGTH = struct.Struct(">I")
 MAX_FRAME = 64 << 20  # bytes; a longer length is a broken peer, not a call
@@ -63,7 +72,7 @@ async def main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     server = await asyncio.start_server(serve, "127.0.0.1", args.port)
     port = server.sockets[0].getsockname()[1]
-    print(f"ready {port}", flush=True)
+    print(f"ready {port} {running()}", flush=True)
     try:
         await stop.wait()
     finally:

@@ -1,7 +1,8 @@
 """The RMI server process of bench/rmi.py: serves bench/rmi_funcs.py through a forwarder.
 
-Prints ``ready`` on stdout once its prefix is registered, stops on SIGTERM or SIGINT and then
-prints its counters.  Run from the repository root:
+Prints ``ready LOOP`` on stdout once its prefix is registered (LOOP: the running loop, uvloop
+or asyncio), stops on SIGTERM or SIGINT and then prints its counters.  Run from the repository
+root:
     python -m bench.rmi_server --connect unix:///tmp/fwd.sock --prefix /bench
 """
 
@@ -13,6 +14,7 @@ import json
 import signal
 
 from bench import rmi_funcs
+from bench.loops import running
 from compute.rmi import RmiServer, ServerConfig, collect
 from icn.dataplane.endpoint import Endpoint
 
@@ -28,7 +30,7 @@ async def main(args: argparse.Namespace) -> None:
     )
     try:
         await server.start()
-        print("ready", flush=True)
+        print(f"ready {running()}", flush=True)
         closed = asyncio.ensure_future(ep.wait_closed())
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait({closed, stopping}, return_when=asyncio.FIRST_COMPLETED)
