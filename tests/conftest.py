@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ("tests.chaos.harness", "tests.needs")
+pytest_plugins = ("tests.chaos.harness", "tests.needs", "tests.cpu_per_test")
 
 
 @pytest.fixture
