@@ -28,6 +28,10 @@ For each payload size and concurrency (calls in flight), each side runs after a 
 rounds, calls/s is the median round.  The ratios are rmi calls/s / grpc calls/s and rmi p50 /
 grpc p50 (first table), and rmi and grpc calls/s over the ceiling's (second table).
 
+A cell where a side failed (a call raised or echoed wrongly, or none was answered) shows FAILED
+and the side in place of its ratios, is left out of the geometric means, and each ratio line
+says how many cells failed and which; the benchmark then exits with status 1.
+
 Then the first call of a session, the full exchange: --first-calls fresh rmi clients on the
 same endpoint each make one call, one at a time, per payload size (p50 and p99 over them; with
 fewer than 100 calls the p99 is the slowest).
@@ -84,6 +88,12 @@ class Cell:
     @property
     def rate(self) -> float:
         return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def failed(self) -> bool:
+        """A call failed or echoed wrongly, or none was answered: the cell's figures are not
+        comparable, so it is counted as failed, not left out quietly."""
+        return bool(self.errors) or not self.latencies
 
     def ms(self, q: float) -> float:
         if not self.latencies:
@@ -226,6 +236,12 @@ def size_label(n: int) -> str:
     return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
 
 
+def failed_sides(**cells: Cell) -> str:
+    """``FAILED: rmi`` (or ``rmi+grpc``) when a side failed in a cell, else ``""``."""
+    names = [name for name, cell in cells.items() if cell.failed]
+    return f"FAILED: {'+'.join(names)}" if names else ""
+
+
 def print_table(rows: list[Row]) -> None:
     head = (
         f"{'payload':>8} {'conc':>4} | {'rmi p50':>8} {'p99':>7} {'calls/s':>8} | "
@@ -234,11 +250,16 @@ def print_table(rows: list[Row]) -> None:
     print(head)
     print("-" * len(head))
     for size, conc, rmi, grpc_, _ in rows:
+        failed = failed_sides(rmi=rmi, grpc=grpc_)
+        ratios = (
+            f"{failed:>23}"
+            if failed
+            else f"{rmi.rate / grpc_.rate:>13.2f} {rmi.ms(50) / grpc_.ms(50):>9.2f}"
+        )
         print(
             f"{size_label(size):>8} {conc:>4} | {rmi.ms(50):>8.2f} {rmi.ms(99):>7.2f} "
             f"{rmi.rate:>8,.0f} | {grpc_.ms(50):>8.2f} {grpc_.ms(99):>7.2f} "
-            f"{grpc_.rate:>8,.0f} | {rmi.rate / grpc_.rate if grpc_.rate else 0:>13.2f} "
-            f"{rmi.ms(50) / grpc_.ms(50):>9.2f}"
+            f"{grpc_.rate:>8,.0f} | {ratios}"
         )
     print("(latency in ms; ratios are rmi / grpc: calls/s above 1 and p50 below 1 favour rmi)")
     for size, conc, rmi, grpc_, ceil in rows:
@@ -255,20 +276,37 @@ def print_ceiling(rows: list[Row]) -> None:
     print(head)
     print("-" * len(head))
     for size, conc, rmi, grpc_, ceil in rows:
+        by_rmi = failed_sides(rmi=rmi, ceiling=ceil) or f"{rmi.rate / ceil.rate:.2f}"
+        by_grpc = failed_sides(grpc=grpc_, ceiling=ceil) or f"{grpc_.rate / ceil.rate:.2f}"
         print(
             f"{size_label(size):>8} {conc:>4} | {ceil.ms(50):>8.2f} {ceil.ms(99):>7.2f} "
-            f"{ceil.rate:>8,.0f} | {rmi.rate / ceil.rate if ceil.rate else 0:>11.2f} "
-            f"{grpc_.rate / ceil.rate if ceil.rate else 0:>12.2f}"
+            f"{ceil.rate:>8,.0f} | {by_rmi:>11} {by_grpc:>12}"
         )
     print("(latency in ms; ratios are calls/s over the ceiling's)")
 
 
-def geomean_ratio(pairs: list[tuple[float, float]]) -> str:
-    ratios = [a / b for a, b in pairs if a and b]
-    return f"{statistics.geometric_mean(ratios):.2f}" if ratios else "n/a"
+def ratio_line(what: str, cells: list[tuple[str, Cell, Cell]], a: str, b: str) -> str:
+    """``{what} calls/s ratio (geometric mean): X`` over the cells (name, side ``a``'s, side
+    ``b``'s) where neither side failed, then how many cells failed and which: a failed cell
+    counts, as a failure, never dropped unsaid.  X is ``n/a`` when every cell failed."""
+    ok: list[float] = []
+    failed: list[str] = []
+    for name, x, y in cells:
+        why = failed_sides(**{a: x, b: y})
+        if why:
+            failed.append(f"{name} {why.removeprefix('FAILED: ')}")
+        else:
+            ok.append(x.rate / y.rate)
+    mean = f"{statistics.geometric_mean(ok):.2f}" if ok else "n/a"
+    line = f"{what} calls/s ratio (geometric mean): {mean}"
+    if failed:
+        line += f", {len(failed)} of {len(cells)} cells failed (not in the mean): "
+        line += ", ".join(failed)
+    return line
 
 
-async def main(args: argparse.Namespace) -> None:
+async def main(args: argparse.Namespace) -> int:
+    """The benchmark; returns how many cells failed on some side."""
     import grpc
 
     task = asyncio.current_task()
@@ -430,13 +468,11 @@ async def main(args: argparse.Namespace) -> None:
     for size, cell, _, _ in firsts:
         if cell.errors:
             print(f"  rmi first call {size_label(size)} errors: {dict(cell.errors)}")
-    rmi_ceil = geomean_ratio([(rmi.rate, c.rate) for _, _, rmi, _, c in rows])
-    grpc_ceil = geomean_ratio([(g.rate, c.rate) for _, _, _, g, c in rows])
-    print(f"rmi/ceiling calls/s ratio (geometric mean): {rmi_ceil}")
-    print(f"grpc/ceiling calls/s ratio (geometric mean): {grpc_ceil}")
-    ratios = [rmi.rate / g.rate for _, _, rmi, g, _ in rows if g.rate and rmi.rate]
-    if ratios:
-        print(f"rmi/grpc calls/s ratio (geometric mean): {statistics.geometric_mean(ratios):.2f}")
+    named = [(f"{size_label(size)} x{conc}", r, g, c) for size, conc, r, g, c in rows]
+    print(ratio_line("rmi/ceiling", [(n, r, c) for n, r, _, c in named], "rmi", "ceiling"))
+    print(ratio_line("grpc/ceiling", [(n, g, c) for n, _, g, c in named], "grpc", "ceiling"))
+    print(ratio_line("rmi/grpc", [(n, r, g) for n, r, g, _ in named], "rmi", "grpc"))
+    return sum(1 for *_, r, g, c in rows if r.failed or g.failed or c.failed)
 
 
 if __name__ == "__main__":
@@ -485,6 +521,7 @@ if __name__ == "__main__":
     except ImportError:
         run = asyncio.run
     try:
-        run(main(args))
+        failed = run(main(args))
     except (KeyboardInterrupt, asyncio.CancelledError):
         sys.exit("interrupted; child processes stopped, temporary files removed")
+    sys.exit(1 if failed else 0)
