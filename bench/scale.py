@@ -15,7 +15,8 @@ runs it, and measured:
 
 The peer, measured in the same run: the same scenarios with a process per node
 (``nodes_per_process: 1``), the launcher's way before packing, up to --solo-max nodes.  The last
-line is ``scale: 100 nodes ready in X s, Y MB per node`` (the slower shape at 100 nodes).
+line is ``scale: 100 nodes ready in X s, Y MB per node`` (the slower shape at 100 nodes), or
+``scale: 100 nodes not ready (...)`` naming each shape that failed or never became ready.
 
 Run: flock /tmp/bench.lock .venv/bin/python bench/scale.py [--sizes 25,50,100,200]
      [--shapes line,random] [--per-process N] [--solo-max 50] [--duration 6]
@@ -228,6 +229,27 @@ def row(r: Result, label: str) -> str:
     )
 
 
+def at_size(sizes: list[int]) -> int:
+    """The size the last line speaks of: 100 nodes, else the largest run."""
+    return 100 if 100 in sizes else max(sizes)
+
+
+def headline(at: int, cells: list[Result]) -> str:
+    """The last line: ``scale: N nodes ready in X s, Y MB per node``, the slower shape's
+    seconds and the larger MB per node.  A shape whose run failed or that never became ready
+    has no seconds to show, so the line says so instead of a time."""
+    never = [
+        f"{c.shape} {'failed: ' + c.error if c.error is not None else 'never ready'}"
+        for c in cells
+        if c.error is not None or c.ready_s is None
+    ]
+    if never:
+        return f"scale: {at} nodes not ready ({'; '.join(never)})"
+    ready = max(c.ready_s for c in cells if c.ready_s is not None)
+    mb = max(c.mb_per_node for c in cells)
+    return f"scale: {at} nodes ready in {ready:.1f} s, {mb:.1f} MB per node"
+
+
 def main(args: argparse.Namespace) -> int:
     print(
         f"{'shape':<7} {'nodes':>5} {'packing':<10} {'procs':>5} {'fwd s':>6} {'ready s':>8} "
@@ -246,7 +268,9 @@ def main(args: argparse.Namespace) -> int:
                 s = measure(shape, n, 1, args)
                 solo[shape, n] = s
                 print(row(s, "solo"), flush=True)
-    failed = [r for r in packed.values() if r.error is not None or not r.passed]
+    failed = [
+        r for r in packed.values() if r.error is not None or not r.passed or r.ready_s is None
+    ]
     for (shape, n), s in solo.items():
         p = packed[shape, n]
         if s.error is None and p.error is None and p.ready_s and s.ready_s:
@@ -255,14 +279,7 @@ def main(args: argparse.Namespace) -> int:
                 f"{s.mb_per_node / p.mb_per_node:.1f}x less memory, "
                 f"{s.ready_s / p.ready_s:.1f}x faster to ready"
             )
-    at = 100 if 100 in args.sizes else max(args.sizes)
-    cells = [packed[s, at] for s in args.shapes if packed[s, at].error is None]
-    if cells:
-        ready = max(c.ready_s or 0.0 for c in cells)
-        mb = max(c.mb_per_node for c in cells)
-        print(f"scale: {at} nodes ready in {ready:.1f} s, {mb:.1f} MB per node")
-    else:
-        print(f"scale: {at} nodes did not start")
+    print(headline(at_size(args.sizes), [packed[s, at_size(args.sizes)] for s in args.shapes]))
     return 1 if failed else 0
 
 
