@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 SCENARIO = """\
 name: process-faults
-duration: 5s
+duration: %ss
 nodes: {a: {}, b: {}}
 links:
   - {between: [a, b], delay: 1ms}
@@ -44,7 +44,10 @@ def test_kill_and_restart_a_service_and_a_workload(
     tmp_path: Path, state_dir: Path, cpu: CpuLoad
 ) -> None:
     path = tmp_path / "pf.yaml"
-    path.write_text(SCENARIO)
+    # 5 s on a quiet machine, longer as the CPU is slower: the faults go in order, and the
+    # producer's restart waits for it to be ready (2.8 s once, saturated beside the suite's
+    # other workers), so the probe's restart at 3 s came after its span had ended at 5 s
+    path.write_text(SCENARIO % round(cpu.budget(5.0), 1))
     out = tmp_path / "out"
     proc, report = run_scenario(path, out, "--no-plots", timeout=cpu.budget(120))
     assert proc.returncode == 0, proc.stdout + proc.stderr
