@@ -21,7 +21,6 @@ Run: .venv/bin/python bench/bulk.py [--size MiB] [--segment BYTES] [--repeat 3]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import signal
@@ -38,18 +37,9 @@ if str(HERE.parent) not in sys.path:  # run as a script: the bench package sits 
 
 from apps.procs import Child, ProcessGroup, icn_argv  # noqa: E402
 from bench import loops  # noqa: E402
+from bench.cpu import cpu_seconds  # noqa: E402
 
 GIB = 1 << 30
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of ``pid`` so far (schedstat: nanoseconds on a CPU)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        # a thread may end between the listing and the read
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            total += int((task / "schedstat").read_text().split()[0])
-    return total / 1e9
 
 
 @dataclass

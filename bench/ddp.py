@@ -11,6 +11,13 @@ optimizer's step (DDP's gradient allreduce included) and counts its slowest rank
 all rounds.  "compute" is the same step without DDP or any communication, one rank's slice of
 the batch in this process: what the step would cost if the allreduce were free.
 
+CPU of a step: every rank's, summed (each rank reads its own over the step), and for icn the
+CPU of the forwarder-and-aggregator process its rank 0 starts, which does the allreduce's
+network side: that process is read every 5 ms from /proc (its threads included) while the
+run goes on, and its CPU over the run's kept steps (their span by the monotonic clock: from
+rank 0's last ``epoch`` line back over the loop's time less the warm-up steps' share, the loss
+reductions at epoch ends included) is divided among them.
+
 Every run is checked: every rank ends with the same parameters (SHA-256 of each rank's, as the
 example computes them), and icn's final loss equals gloo's to 1e-3 (relative; the sums are
 taken in a different order).  A wrong result fails the benchmark; a run that fails (an exit
@@ -31,6 +38,7 @@ Needs torch: pip install -e .[torch]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -39,7 +47,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -51,6 +61,8 @@ BACKENDS = ("icn", "gloo")
 LOSS_RTOL = 1e-3
 HIDDEN, LR = 32, 0.5  # the example's defaults
 STOP_GRACE = 5.0  # seconds the example gets to stop its ranks on SIGTERM
+HOST_MODULE = "apps.collective_host"  # the forwarder-and-aggregator process icn's rank 0 starts
+SAMPLE_EVERY = 0.005  # seconds between two readings of that process's CPU
 RETRIED: list[str] = []  # the runs that failed once
 
 
@@ -71,14 +83,125 @@ class Cell:
     final_loss: list[float] = field(default_factory=list)
     accuracy: list[float] = field(default_factory=list)
     runs: list[float] = field(default_factory=list)  # wall time of each run, start-up included
+    host: list[float] = field(default_factory=list)  # icn: its host's CPU per kept step, each run
+    unmeasured: int = 0  # icn runs whose host's CPU could not be measured
 
     @property
     def median(self) -> float:
         return statistics.median(self.steps)
 
     @property
+    def median_host(self) -> float:
+        return statistics.median(self.host) if self.host else 0.0
+
+    @property
     def median_cpu(self) -> float:
-        return statistics.median(self.cpu)
+        """The ranks' CPU of a step (median) and their forwarder-and-aggregator's (icn)."""
+        return statistics.median(self.cpu) + self.median_host
+
+
+class HostWatch:
+    """Reads, every ``SAMPLE_EVERY`` s, the CPU of the forwarder-and-aggregator process
+    (``apps.collective_host``) that icn's rank 0 starts: found among the descendants of the
+    example's process, its threads' CPU from /proc, stamped with ``time.perf_counter`` (the
+    system's monotonic clock, the one the ranks time their steps with)."""
+
+    def __init__(self, root: int) -> None:
+        from bench.cpu import cpu_seconds  # every thread's, from schedstat
+
+        self.root = root
+        self._cpu = cpu_seconds
+        self.samples: list[tuple[float, float]] = []  # (perf_counter, CPU seconds so far)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="host-cpu", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        pid = None
+        while not self._done.wait(SAMPLE_EVERY):
+            if pid is None:
+                pid = find_descendant(self.root, HOST_MODULE)
+                continue
+            try:
+                cpu = self._cpu(pid)
+            except OSError:  # it ended: the run's steps are over
+                return
+            self.samples.append((time.perf_counter(), cpu))
+
+    def cpu_between(self, t0: float, t1: float) -> float | None:
+        """CPU seconds the process spent from ``t0`` to ``t1`` (interpolated between readings);
+        None unless the readings cover that span."""
+        return cpu_between(self.samples, t0, t1)
+
+
+def cpu_between(samples: list[tuple[float, float]], t0: float, t1: float) -> float | None:
+    """CPU spent from ``t0`` to ``t1`` by readings ``(time, CPU so far)`` in time order, each
+    end interpolated between the readings around it; None unless they cover ``[t0, t1]``."""
+    if not samples or t0 > t1 or t0 < samples[0][0] or t1 > samples[-1][0]:
+        return None
+
+    def at(t: float) -> float:
+        i = bisect_left(samples, t, key=lambda s: s[0])
+        if samples[i][0] == t or i == 0:
+            return samples[i][1]
+        (ta, ca), (tb, cb) = samples[i - 1], samples[i]
+        return ca + (cb - ca) * (t - ta) / (tb - ta)
+
+    return at(t1) - at(t0)
+
+
+def find_descendant(root: int, module: str) -> int | None:
+    """A process below ``root`` whose command line names ``module`` (Linux /proc)."""
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        kids: list[str] = []
+        with contextlib.suppress(OSError):  # a process that ended has none
+            for task in Path(f"/proc/{pid}/task").iterdir():  # each thread's children
+                with contextlib.suppress(OSError):
+                    kids += (task / "children").read_text().split()
+        for kid in map(int, kids):
+            try:
+                argv = Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if module.encode() in argv:
+                return kid
+            todo.append(kid)
+    return None
+
+
+def kept_span(end: float, took: float, step_times: list[float], warmup: int) -> tuple[float, float]:
+    """When the kept steps ran, by the monotonic clock: the loop of ``took`` seconds ended at
+    ``end``; its first ``warmup`` steps took their share of it (``step_times``: each step's)."""
+    start = end - took
+    return start + took * sum(step_times[:warmup]) / sum(step_times), end
+
+
+class Lines:
+    """Copies the example's output to ``log`` and stamps the lines rank 0 prints at each epoch's
+    end (``epoch N: loss ...``, the last one right after the last step) with perf_counter."""
+
+    def __init__(self, stream: Any, log: Any) -> None:
+        self.epochs: list[float] = []
+        self._thread = threading.Thread(target=self._run, args=(stream, log), daemon=True)
+        self._thread.start()
+
+    def _run(self, stream: Any, log: Any) -> None:
+        for raw in iter(stream.readline, b""):
+            at = time.perf_counter()
+            line = raw.decode(errors="replace")
+            if line.startswith("epoch "):
+                self.epochs.append(at)
+            log.write(line)
+            log.flush()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
 
 
 def run_example(backend: str, n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -97,7 +220,12 @@ def run_example(backend: str, n: int, args: argparse.Namespace, workdir: Path) -
     log = workdir / f"{backend}-n{n}.log"
     started = time.monotonic()
     with open(log, "w+") as output:
-        proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        lines = Lines(proc.stdout, output)
+        # in gloo's runs too, which have no such process: both bear the watch's small cost
+        host = HostWatch(proc.pid)
         try:
             # the example bounds its ranks by --timeout; ours is a last bound on the example
             code = proc.wait(args.timeout + STOP_GRACE * 2)
@@ -105,6 +233,8 @@ def run_example(backend: str, n: int, args: argparse.Namespace, workdir: Path) -
             code = None
         finally:
             stop(proc)  # the example stops its ranks by PID on SIGTERM
+            host.stop()
+            lines.join(STOP_GRACE)
         output.seek(0)
         text = output.read()
     took = time.monotonic() - started
@@ -117,6 +247,12 @@ def run_example(backend: str, n: int, args: argparse.Namespace, workdir: Path) -
         raise BenchError(f"{backend} N={n}: the ranks' final parameters differ")
     summary: dict[str, Any] = summaries[0]
     summary["wall"] = took
+    summary["host_step_cpu"] = None  # gloo: no process besides the ranks
+    if backend == "icn" and lines.epochs:
+        t0, t1 = kept_span(lines.epochs[-1], summary["took"], summary["step_times"], args.warmup)
+        spent = host.cpu_between(t0, t1)
+        if spent is not None:
+            summary["host_step_cpu"] = spent / (len(summary["step_times"]) - args.warmup)
     return summary
 
 
@@ -186,6 +322,10 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[int, dict[str, Cell
                 cell.final_loss.append(s["losses"][-1])
                 cell.accuracy.append(s["accuracy"])
                 cell.runs.append(s["wall"])
+                if s["host_step_cpu"] is not None:
+                    cell.host.append(s["host_step_cpu"])
+                elif backend == "icn":
+                    cell.unmeasured += 1
                 kept = statistics.median(s["step_times"][args.warmup :])
                 print(
                     f"  N={n} {backend}: median step {1000 * kept:.2f} ms, "
@@ -202,32 +342,42 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[int, dict[str, Cell
 
 def print_table(cells: dict[int, dict[str, Cell]], compute: dict[int, float]) -> list[float]:
     head = (
-        f"{'ranks':>5} | {'compute':>7} | {'gloo ms':>7} {'cpu':>5} | {'icn ms':>7} {'cpu':>5} | "
-        f"{'icn/gloo':>8} | {'run s: gloo':>11} {'icn':>5} | {'accuracy':>8}"
+        f"{'ranks':>5} | {'compute':>7} | {'gloo ms':>7} {'cpu':>5} | {'icn ms':>7} {'cpu':>5} "
+        f"{'host':>5} | {'icn/gloo':>8} | {'run s: gloo':>11} {'icn':>5} | {'accuracy':>8}"
     )
     print(head)
     print("-" * len(head))
     ratios = []
+    unmeasured: list[str] = []
     for n, by in cells.items():
         icn, gloo = by["icn"], by["gloo"]
         ratio = icn.median / gloo.median
         ratios.append(ratio)
+        host = f"{1000 * icn.median_host:.1f}" if icn.host else "n/a"
+        if icn.unmeasured:
+            unmeasured.append(f"N={n}: {icn.unmeasured} of {len(icn.runs)} runs")
         print(
             f"{n:>5} | {1000 * compute[n]:>7.2f} | {1000 * gloo.median:>7.2f} "
             f"{1000 * gloo.median_cpu:>5.1f} | {1000 * icn.median:>7.2f} "
-            f"{1000 * icn.median_cpu:>5.1f} | {ratio:>8.2f} | "
+            f"{1000 * icn.median_cpu:>5.1f} {host:>5} | {ratio:>8.2f} | "
             f"{statistics.median(gloo.runs):>11.1f} {statistics.median(icn.runs):>5.1f} | "
             f"{statistics.median(icn.accuracy):>8.4f}"
         )
     print(
         "ms: median time of a training step (forward, backward with DDP's allreduce, SGD step),\n"
         "  a step counting its slowest rank, warm-up steps left out, all rounds pooled\n"
-        "cpu: median CPU ms of a step, every rank's together (their threads included; not icn's\n"
-        "  forwarder process)\n"
+        "cpu: median CPU ms of a step, every rank's together (their threads included), and for\n"
+        "  icn its forwarder-and-aggregator process's too (host: that part, its CPU over the\n"
+        "  kept steps of a run per step, median over runs; read every 5 ms from /proc)\n"
         "compute: ms of the same step without DDP, one rank's slice, in one process\n"
         "run s: wall time of a whole run (median over rounds), process start-up included\n"
         "accuracy: icn's on the held-out digits (gloo's final loss equal to 1e-3, checked)"
     )
+    if unmeasured:
+        print(
+            "icn runs whose host CPU could not be measured (not in its cpu): "
+            + ", ".join(unmeasured)
+        )
     return ratios
 
 
