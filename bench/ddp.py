@@ -342,24 +342,25 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[int, dict[str, Cell
 
 def print_table(cells: dict[int, dict[str, Cell]], compute: dict[int, float]) -> list[float]:
     head = (
-        f"{'ranks':>5} | {'compute':>7} | {'gloo ms':>7} {'cpu':>5} | {'icn ms':>7} {'cpu':>5} "
-        f"{'host':>5} | {'icn/gloo':>8} | {'run s: gloo':>11} {'icn':>5} | {'accuracy':>8}"
+        f"{'ranks':>5} | {'compute':>7} | {'gloo ms':>7} {'cpu':>5} | {'icn ms':>7} {'cpu':>5} | "
+        f"{'icn/gloo':>8} | {'run s: gloo':>11} {'icn':>5} | {'accuracy':>8}"
     )
     print(head)
     print("-" * len(head))
     ratios = []
     unmeasured: list[str] = []
+    hosts: list[str] = []  # icn's forwarder-and-aggregator's part of its cpu, by rank count
     for n, by in cells.items():
         icn, gloo = by["icn"], by["gloo"]
         ratio = icn.median / gloo.median
         ratios.append(ratio)
-        host = f"{1000 * icn.median_host:.1f}" if icn.host else "n/a"
+        hosts.append(f"N={n} " + (f"{1000 * icn.median_host:.1f}" if icn.host else "n/a"))
         if icn.unmeasured:
             unmeasured.append(f"N={n}: {icn.unmeasured} of {len(icn.runs)} runs")
         print(
             f"{n:>5} | {1000 * compute[n]:>7.2f} | {1000 * gloo.median:>7.2f} "
             f"{1000 * gloo.median_cpu:>5.1f} | {1000 * icn.median:>7.2f} "
-            f"{1000 * icn.median_cpu:>5.1f} {host:>5} | {ratio:>8.2f} | "
+            f"{1000 * icn.median_cpu:>5.1f} | {ratio:>8.2f} | "
             f"{statistics.median(gloo.runs):>11.1f} {statistics.median(icn.runs):>5.1f} | "
             f"{statistics.median(icn.accuracy):>8.4f}"
         )
@@ -367,12 +368,13 @@ def print_table(cells: dict[int, dict[str, Cell]], compute: dict[int, float]) ->
         "ms: median time of a training step (forward, backward with DDP's allreduce, SGD step),\n"
         "  a step counting its slowest rank, warm-up steps left out, all rounds pooled\n"
         "cpu: median CPU ms of a step, every rank's together (their threads included), and for\n"
-        "  icn its forwarder-and-aggregator process's too (host: that part, its CPU over the\n"
-        "  kept steps of a run per step, median over runs; read every 5 ms from /proc)\n"
+        "  icn its forwarder-and-aggregator process's too (its CPU over the kept steps of a run,\n"
+        "  per step, median over runs; read every 5 ms from /proc)\n"
         "compute: ms of the same step without DDP, one rank's slice, in one process\n"
         "run s: wall time of a whole run (median over rounds), process start-up included\n"
         "accuracy: icn's on the held-out digits (gloo's final loss equal to 1e-3, checked)"
     )
+    print("of icn's cpu, its forwarder-and-aggregator process's, ms: " + ", ".join(hosts))
     if unmeasured:
         print(
             "icn runs whose host CPU could not be measured (not in its cpu): "
