@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.harness import CpuLoad
-from tests.integration.scenario.conftest import SCENARIOS, run_scenario
+from tests.integration.scenario.conftest import SCENARIOS, run_scenario, shipped
 
 pytestmark = pytest.mark.slow
 
@@ -20,8 +20,9 @@ def _ok(proc: object, report: dict) -> None:
     assert "Traceback" not in getattr(proc, "stderr", "")
 
 
-def test_quickstart(tmp_path: Path, state_dir: Path) -> None:
-    proc, report = run_scenario(SCENARIOS / "quickstart.yaml", tmp_path / "out")
+def test_quickstart(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
+    path = shipped("quickstart.yaml", tmp_path, cpu)  # its p99 bounds scaled by the budget
+    proc, report = run_scenario(path, tmp_path / "out")
     _ok(proc, report)
     wl = report["workloads"]["consumer"]
     assert wl["ok"] >= 0.99 * wl["requests"] > 0
@@ -39,7 +40,7 @@ def test_quickstart(tmp_path: Path, state_dir: Path) -> None:
     # the same --out again (a shorter run): a fresh report, not the first run's records plus
     # this one's
     short = tmp_path / "short.yaml"
-    text = (SCENARIOS / "quickstart.yaml").read_text()
+    text = path.read_text()
     short.write_text(
         text.replace("duration: 8s", "duration: 4s").replace("duration: 6s", "duration: 2s")
     )
@@ -61,7 +62,10 @@ def test_loss_recovery(tmp_path: Path, state_dir: Path) -> None:
 @pytest.mark.fault
 def test_failover(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
     proc, report = run_scenario(
-        SCENARIOS / "failover.yaml", tmp_path / "out", "--no-plots", timeout=cpu.budget(120)
+        shipped("failover.yaml", tmp_path, cpu),
+        tmp_path / "out",
+        "--no-plots",
+        timeout=cpu.budget(120),
     )
     _ok(proc, report)
     wl = report["workloads"]["consumer"]
@@ -83,8 +87,8 @@ def test_failover(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
     assert max(p[key] or 0 for p in before) < 2000 < first[1], first
 
 
-def test_rice(tmp_path: Path, state_dir: Path) -> None:
-    proc, report = run_scenario(SCENARIOS / "rice.yaml", tmp_path / "out", "--no-plots")
+def test_rice(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
+    proc, report = run_scenario(shipped("rice.yaml", tmp_path, cpu), tmp_path / "out", "--no-plots")
     _ok(proc, report)
     workloads = report["workloads"]
     for name in ("quick", "pure"):
@@ -140,10 +144,11 @@ def test_straggler(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
     assert report["nodes"]["a"]["totals"]["fw.clone"] >= 1
 
 
-def test_research_net_from_its_graph_file(tmp_path: Path, state_dir: Path) -> None:
+def test_research_net_from_its_graph_file(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
     """40 forwarders read from a GraphML file, packed into two processes (the default above 16
     nodes), data across six hops with each link's delay from the file."""
-    proc, report = run_scenario(SCENARIOS / "research-net.yaml", tmp_path / "out", "--no-plots")
+    path = shipped("research-net.yaml", tmp_path, cpu)
+    proc, report = run_scenario(path, tmp_path / "out", "--no-plots")
     _ok(proc, report)
     assert len(report["nodes"]) == 40
     assert "40 forwarders ready (local backend, 2 processes)" in proc.stdout
