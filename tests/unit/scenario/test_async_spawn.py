@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from apps.scenario.faults import apply_fault
 from apps.scenario.loader import parse_scenario
 from apps.scenario.ray_backend import RayBackend
 from apps.scenario.ray_child import AgentMirror
@@ -144,3 +145,71 @@ async def test_the_timeline_starts_kills_and_restarts_a_workload_on_ray_while_th
     assert agent.started == ["w", "w.1"] and agent.signals == [("w", signal.SIGKILL)]
     assert runner.procs["w"].pid == 4243 and 4242 in runner.expected_exit
     assert runner.procs["w"].stdout_path == tmp_path / "logs" / "w.1.out"
+
+
+NODE_KILL = """\
+name: t
+nodes:
+  a: {}
+reconverge_after: 1s
+faults:
+  - {at: 0s, kill: a}
+duration: 600s
+"""
+
+
+class SlowReapAgent(LoopBoundAgent):
+    """Its wait for a killed process answers only when the test says (a loaded agent)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.reaped = threading.Event()
+
+    def __call__(self, method: str, *args: Any, timeout: float) -> Any:
+        if method == "wait":
+            self.killed.wait(BLOCKED)
+            self.reaped.wait(BLOCKED)
+            return -signal.SIGKILL
+        return super().__call__(method, *args, timeout=timeout)
+
+
+async def test_a_node_kill_is_applied_and_rerouted_from_its_sigkill_not_from_its_reaping(
+    tmp_path: Path, mirrors: list[AgentMirror]
+) -> None:
+    """A Ray agent once took 3.5 s to report a killed forwarder reaped: the fault said 7.5 s
+    for a kill sent at 4 s, and the routes reacted a second after that, so the consumer lost
+    4.5 s of traffic where the scenario meant 1 s (issue 34, test_failover_on_ray)."""
+    sc = parse_scenario(NODE_KILL, "s.yaml", check_entries=False)
+    runner = ScenarioRunner(sc, tmp_path, backend="ray", run_id="abc124")
+    backend = runner.backend
+    assert isinstance(backend, RayBackend)
+    agent = SlowReapAgent(asyncio.get_running_loop())
+    mirror = AgentMirror("a", agent, tmp_path)
+    mirrors.append(mirror)
+    backend.mirrors["a"] = mirror
+    backend.remote["a"] = {"run_dir": "/remote/run", "socket": "/remote/a.sock"}
+    await runner._launch(["a"])
+    runner.state.t0 = time.time() - 4.0  # the kill comes 4 s into the run
+    fault = asyncio.ensure_future(apply_fault(runner, sc.faults[0]))
+    try:
+        async with asyncio.timeout(BLOCKED):  # only a failure waits this out
+            while not agent.killed.is_set():
+                await asyncio.sleep(0.01)
+            killed_at = runner.now()
+            # the routes' reaction is on its way while the forwarder is not yet reaped
+            while not runner._tasks:
+                await asyncio.sleep(0.01)
+            assert not fault.done() and "a" in runner.down
+            await asyncio.sleep(0.2)  # the agent is slow to say the process is gone
+            agent.reaped.set()
+            await fault
+    finally:
+        agent.reaped.set()
+        for task in [fault, *runner._tasks]:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    (entry,) = runner.state.faults
+    assert entry["error"] is None
+    assert 4.0 <= entry["applied"] <= killed_at  # when the SIGKILL went, not 0.2 s later
+    assert [e.text for e in runner.state.events] == ["fault: kill a"]
