@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with its test extras and uvloop. Idempotent and quick when
+# Create .venv and install the project with its test, torch, ray and bench extras and uvloop. Idempotent and quick when
 # nothing changed (a stamp file records the hash of pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,13 +30,15 @@ if ! command -v mosquitto >/dev/null && [ ! -x /usr/sbin/mosquitto ] && [ "$(id 
     apt-get update -qq && apt-get install -y -qq mosquitto >/dev/null
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+# the benchmarks' peers (gRPC, bytewax) too: the suite tests the benches' code against them
+extras='test,speed,torch,ray,bench'
 stamp=.venv/.icn-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap: installing the project into .venv (first run takes about a minute)" >&2
     log=.venv/bootstrap.log
     if ! { .venv/bin/python -m pip install --upgrade pip \
-           && .venv/bin/python -m pip install -e '.[test,speed,torch,ray]'; } >"$log" 2>&1; then
+           && .venv/bin/python -m pip install -e ".[$extras]"; } >"$log" 2>&1; then
         tail -n 40 "$log" >&2
         echo "bootstrap: pip install failed; full log in $log" >&2
         exit 1

@@ -7,6 +7,7 @@ import pytest
 
 from bench import stream
 from bench.stream import Measured, headlines
+from tests.needs import has_module, needs
 
 
 @pytest.fixture(autouse=True)
@@ -49,8 +50,8 @@ def test_one_worker_only() -> None:
     assert lines[-1].endswith("bytewax one worker)")
 
 
+@needs(has_module("bytewax"), "bytewax (the .[bench] extra, which scripts/bootstrap.sh installs)")
 def test_bytewax_workers_share_the_records_by_key() -> None:
-    pytest.importorskip("bytewax")
     from bytewax.testing import cluster_main
 
     spec = stream.Spec(5000, 10, 1000.0)
