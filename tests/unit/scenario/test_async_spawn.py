@@ -88,14 +88,19 @@ def mirrors() -> Iterator[list[AgentMirror]]:
         mirror.join(1)
 
 
-def ray_runner(tmp_path: Path, mirrors: list[AgentMirror]) -> tuple[ScenarioRunner, LoopBoundAgent]:
-    """A runner on the ray backend whose node ``a`` has a :class:`LoopBoundAgent` (the
-    backend's ``setup``, which joins a cluster, is not run: only what it leaves is set)."""
-    sc = parse_scenario(SCENARIO, "s.yaml", check_entries=False)
+def ray_runner(
+    tmp_path: Path,
+    mirrors: list[AgentMirror],
+    text: str = SCENARIO,
+    agent_class: type[LoopBoundAgent] = LoopBoundAgent,
+) -> tuple[ScenarioRunner, LoopBoundAgent]:
+    """A runner of ``text`` on the ray backend whose node ``a`` has an ``agent_class`` agent
+    (the backend's ``setup``, which joins a cluster, is not run: only what it leaves is set)."""
+    sc = parse_scenario(text, "s.yaml", check_entries=False)
     runner = ScenarioRunner(sc, tmp_path, backend="ray", run_id="abc123")
     backend = runner.backend
     assert isinstance(backend, RayBackend)
-    agent = LoopBoundAgent(asyncio.get_running_loop())
+    agent = agent_class(asyncio.get_running_loop())
     mirror = AgentMirror("a", agent, tmp_path)
     mirrors.append(mirror)
     backend.mirrors["a"] = mirror
@@ -179,18 +184,11 @@ async def test_a_node_kill_is_applied_and_rerouted_from_its_sigkill_not_from_its
     """A Ray agent once took 3.5 s to report a killed forwarder reaped: the fault said 7.5 s
     for a kill sent at 4 s, and the routes reacted a second after that, so the consumer lost
     4.5 s of traffic where the scenario meant 1 s (issue 34, test_failover_on_ray)."""
-    sc = parse_scenario(NODE_KILL, "s.yaml", check_entries=False)
-    runner = ScenarioRunner(sc, tmp_path, backend="ray", run_id="abc124")
-    backend = runner.backend
-    assert isinstance(backend, RayBackend)
-    agent = SlowReapAgent(asyncio.get_running_loop())
-    mirror = AgentMirror("a", agent, tmp_path)
-    mirrors.append(mirror)
-    backend.mirrors["a"] = mirror
-    backend.remote["a"] = {"run_dir": "/remote/run", "socket": "/remote/a.sock"}
+    runner, agent = ray_runner(tmp_path, mirrors, NODE_KILL, SlowReapAgent)
+    assert isinstance(agent, SlowReapAgent)
     await runner._launch(["a"])
     runner.state.t0 = time.time() - 4.0  # the kill comes 4 s into the run
-    fault = asyncio.ensure_future(apply_fault(runner, sc.faults[0]))
+    fault = asyncio.ensure_future(apply_fault(runner, runner.sc.faults[0]))
     try:
         async with asyncio.timeout(BLOCKED):  # only a failure waits this out
             while not agent.killed.is_set():
