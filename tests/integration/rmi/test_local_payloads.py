@@ -13,6 +13,7 @@ import pytest
 from compute.rmi import BadArguments, RmiServer, ServerConfig
 from icn.dataplane.handlers import Reply
 from icn.wire.packet import InterestView
+from tests.chaos.harness import CpuLoad
 from tests.integration.rmi import funcs
 from tests.integration.rmi.conftest import PREFIX, Line
 
@@ -33,11 +34,16 @@ class ParamsTap:
 
 
 async def test_large_payloads_go_in_the_memory_file_and_small_ones_in_the_packets(
-    line: Line,
+    line: Line, cpu: CpuLoad
 ) -> None:
-    server = await line.start_server(ServerConfig(max_jobs=128))
+    # A call still running when the inline budget (50 ms) ends is answered with a thunk, and
+    # its result comes by poll in the packets, not in its slot: that is right, but not what this
+    # test is about, and under load 72 echoes in the thread pool can outlast 50 ms (a loaded
+    # run counted 63 local answers of 68).  So the budget here is the CPU's, as is the lifetime.
+    budget = cpu.budget(1.0)
+    server = await line.start_server(ServerConfig(max_jobs=128, inline_budget=budget))
     tap = ParamsTap(server)
-    client = line.client()
+    client = line.client(lifetime_ms=int((budget + 1.0) * 1000))
     blob = os.urandom(64 * 1024)
     assert await client.call(f"{PREFIX}/echo", blob) == blob  # the first call agrees a session
     for i in range(4):
@@ -54,7 +60,7 @@ async def test_large_payloads_go_in_the_memory_file_and_small_ones_in_the_packet
         *(client.call(f"{PREFIX}/echo", os.urandom(10_000)) for _ in range(72))
     )
     assert len({bytes(g) for g in got}) == 72
-    assert client.counters["local_answers"] >= 4 + 64
+    assert client.counters["local_answers"] >= 4 + 64, server.counters
     assert funcs.RAN["echo"] == 1 + 4 + 1 + 72
     assert server.in_progress == 0  # every call, answered at once or not, ended
 
