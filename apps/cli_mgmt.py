@@ -17,7 +17,6 @@ import typer
 from apps.ctl_common import (
     EXIT_CODES_HELP,
     EXIT_REFUSED,
-    EXIT_USAGE,
     JsonOpt,
     TransportOpt,
     emit,
@@ -25,6 +24,7 @@ from apps.ctl_common import (
     parse_name,
     print_fields,
     print_table,
+    quantity,
     with_endpoint,
     yes_no,
 )
@@ -151,16 +151,6 @@ def face_destroy(face: FaceArg, transport: TransportOpt = None, as_json: JsonOpt
     emit(as_json, out, f"face destroyed: id={out['face_id']}")
 
 
-def _quantity(option: str, value: str | None, parse: Callable[[object], float]) -> float | None:
-    """An option with a unit (``10ms``, ``5%``, ``10Mbit``) in its base unit; exit 2 if bad."""
-    if value is None:
-        return None
-    try:
-        return parse(value)
-    except ValueError as exc:
-        fail(f"{option}: {exc}", EXIT_USAGE)
-
-
 def _shaping_text(delay_ms: float, jitter_ms: float, loss: float, rate_mbps: float | None) -> str:
     rate = "unlimited" if rate_mbps is None else f"{rate_mbps:g}Mbit/s"
     return f"delay={delay_ms:g}ms jitter={jitter_ms:g}ms loss={loss * 100:g}% rate={rate}"
@@ -184,10 +174,10 @@ def face_shape(
     """
     from icn.units import parse_duration, parse_probability, parse_rate
 
-    delay_s = _quantity("--delay", delay, parse_duration) or 0.0
-    jitter_s = _quantity("--jitter", jitter, parse_duration) or 0.0
-    drop = _quantity("--loss", loss, parse_probability) or 0.0
-    bps = _quantity("--rate", rate, parse_rate)
+    delay_s = quantity("--delay", delay, parse_duration) or 0.0
+    jitter_s = quantity("--jitter", jitter, parse_duration) or 0.0
+    drop = quantity("--loss", loss, parse_probability) or 0.0
+    bps = quantity("--rate", rate, parse_rate)
     settings: dict[str, Any] = {
         "delay_ms": delay_s * 1000.0,
         "jitter_ms": jitter_s * 1000.0,

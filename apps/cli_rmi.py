@@ -22,6 +22,7 @@ from apps.ctl_common import (
     connected,
     fail,
     parse_name,
+    quantity,
     run,
 )
 from compute.rmi.identity import IDENTITY_ENV, default_key_path, resolve_identity
@@ -68,6 +69,13 @@ def serve(
         int, typer.Option(help="calls in progress before new ones are Nacked (Congestion)")
     ] = 64,
     max_arg_mb: Annotated[float, typer.Option(help="largest accepted arguments, MiB")] = 64.0,
+    inline_budget: Annotated[
+        str,
+        typer.Option(
+            help="how long a call may run and still be answered in its first Data, e.g. 50ms; "
+            "a longer one is answered with a thunk and its result fetched by poll"
+        ),
+    ] = "50ms",
     replica: Annotated[
         str | None,
         typer.Option(
@@ -83,9 +91,11 @@ def serve(
     """
     from compute.rmi import RmiServer, ServerConfig
     from compute.rmi.wire import replica_component
+    from icn.units import parse_duration
 
     if max_jobs < 1 or max_arg_mb <= 0:
         fail("--max-jobs must be >= 1 and --max-arg-mb positive", EXIT_USAGE)
+    budget = quantity("--inline-budget", inline_budget, parse_duration) or 0.0
     try:
         functions = import_functions(module)
         parse_name(prefix)
@@ -95,7 +105,10 @@ def serve(
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     config = ServerConfig(
-        max_jobs=max_jobs, max_arg_bytes=int(max_arg_mb * (1 << 20)), replica=replica
+        max_jobs=max_jobs,
+        max_arg_bytes=int(max_arg_mb * (1 << 20)),
+        inline_budget=budget,
+        replica=replica,
     )
 
     async def main() -> dict[str, int]:

@@ -91,6 +91,16 @@ def pick_transport(explicit: str | None) -> str:
     return uri
 
 
+def quantity(option: str, value: str | None, parse: Callable[[object], float]) -> float | None:
+    """An option with a unit (``10ms``, ``5%``, ``10Mbit``) in its base unit; exit 2 if bad."""
+    if value is None:
+        return None
+    try:
+        return parse(value)
+    except ValueError as exc:
+        fail(f"{option}: {exc}", EXIT_USAGE)
+
+
 def unreachable_message(uri: str) -> str:
     return f"no forwarder at {uri}: is `icn fwd` running? set {ENV_VAR} or --transport"
 
