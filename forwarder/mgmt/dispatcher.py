@@ -9,6 +9,12 @@ time window, replay) before its handler runs, and always answered with a Control
 named exactly as the command, unless it cannot be parsed at all (NFD drops those silently).  A
 *dataset* is answered with versioned segments (:mod:`forwarder.mgmt.dataset`); it needs no
 signature.  Unknown modules and verbs get 501 so tools fail fast instead of timing out.
+
+What is accepted from where (as NFD): ``/localhost/nfd`` only from local faces (the pipeline
+drops it from others before it gets here; the dispatcher checks again); ``/localhop/nfd/rib``
+only when the forwarder has a trust policy for it (``localhop``, else 403 to every face: without
+one any host that reaches a UDP port could pull any prefix to itself); and a DigestSha256
+"signature", which names no signer and needs no key, never from a non-local face.
 """
 
 from __future__ import annotations
@@ -19,17 +25,19 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from forwarder.fw.forwarder_base import LOCALHOP
+from forwarder.fw.forwarder_base import LOCALHOP, LOCALHOST
 from forwarder.mgmt.command_auth import (
     DIGEST_KEY_NAME,
     CommandRejected,
     CommandValidator,
+    SignedCommand,
     parse_command,
 )
 from forwarder.mgmt.control import (
     INTERNAL,
     NOT_IMPLEMENTED,
     OK,
+    UNAUTHORIZED,
     ControlError,
     decode_params,
     encode_response,
@@ -58,6 +66,9 @@ CommandHandler: TypeAlias = Callable[["ControlParametersValue", int], CommandRes
 DatasetHandler: TypeAlias = Callable[[int, list[bytes]], bytes]
 # what the dispatcher answers through: (Data wire) -> None
 Reply: TypeAlias = Callable[[bytes], None]
+# checks a /localhop command's signer against the forwarder's trust policy: (Interest, the
+# parsed command) -> None when accepted (or an awaitable of it); raises CommandRejected
+LocalhopPolicy: TypeAlias = Callable[[InterestView, "SignedCommand"], "Awaitable[None] | None"]
 
 
 class Dispatcher:
@@ -70,8 +81,12 @@ class Dispatcher:
         validator: CommandValidator | None = None,
         counters: Counter[str] | None = None,
         store: DatasetStore | None = None,
+        face_is_local: Callable[[int], bool] = lambda face: True,
+        localhop: LocalhopPolicy | None = None,
     ) -> None:
         self.reply = reply
+        self.face_is_local = face_is_local
+        self.localhop = localhop
         self.counters: Counter[str] = Counter() if counters is None else counters
         self.validator = validator or CommandValidator(counters=self.counters)
         self.store = store or DatasetStore()
@@ -114,8 +129,22 @@ class Dispatcher:
             c["mgmt.drop_not_management"] += 1
             return
         module, verb = _value(comps[2]), _value(comps[3])
-        if comps[0] == LOCALHOP and module not in self.localhop_modules:
+        local = self.face_is_local(requester)
+        if comps[0] == LOCALHOST and not local:
+            c["mgmt.drop_localhost_nonlocal"] += 1  # (the pipeline's scope rule drops it first)
+            return
+        localhop = comps[0] == LOCALHOP
+        if localhop and module not in self.localhop_modules:
             self._respond(iv, NOT_IMPLEMENTED, "only rib commands are served under /localhop")
+            return
+        if localhop and self.localhop is None and (module, verb) in self.commands:
+            c["mgmt.refused_localhop_no_policy"] += 1
+            self._respond(
+                iv,
+                UNAUTHORIZED,
+                "/localhop commands are refused: this forwarder has no trust policy for them "
+                "(config localhop_security); local apps use /localhost/nfd",
+            )
             return
         if (module, verb) in self.datasets:
             self._dataset(iv, module, verb, requester)
@@ -135,6 +164,14 @@ class Dispatcher:
             c["mgmt.rejected_signature"] += 1
             self._respond(iv, exc.status, exc.text)
             return
+        if cmd.key_name == DIGEST_KEY_NAME and not local:
+            c["mgmt.refused_digest_nonlocal"] += 1
+            self._respond(
+                iv,
+                UNAUTHORIZED,
+                "a DigestSha256 command names no signer: accepted from local faces only",
+            )
+            return
         # A digest "signature" names no signer, so every local app shares its key and its
         # times only increase per app: order them per requesting face.  Nonces stay per key,
         # so a command replayed from another face is still caught.
@@ -143,6 +180,7 @@ class Dispatcher:
             self.validator.check(cmd, scope)
             load_params = self.param_models.get((module, verb))
             params = decode_params(cmd.params, None if load_params is None else load_params())
+            checked = self.localhop(iv, cmd) if localhop and self.localhop is not None else None
         except CommandRejected as exc:
             self._respond(iv, exc.status, exc.text)
             return
@@ -150,7 +188,28 @@ class Dispatcher:
             c["mgmt.bad_params"] += 1
             self._respond(iv, exc.status, exc.text, exc.body)
             return
-        self._run(iv, handler, params, requester)
+        if checked is None:
+            self._run(iv, handler, params, requester)
+            return
+        task = asyncio.ensure_future(self._run_checked(iv, checked, handler, params, requester))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_checked(
+        self,
+        iv: InterestView,
+        checked: Awaitable[None],
+        handler: CommandHandler,
+        params: ControlParametersValue,
+        face: int,
+    ) -> None:
+        """Run a command once its signer's certificate chain is checked (it may be fetched)."""
+        try:
+            await checked
+        except CommandRejected as exc:
+            self._respond(iv, exc.status, exc.text)
+            return
+        self._run(iv, handler, params, face)
 
     def _run(
         self, iv: InterestView, handler: CommandHandler, params: ControlParametersValue, face: int

@@ -39,8 +39,15 @@ def install_management(
     """Create the management face of ``ctx``'s forwarder, attached and routed."""
 
     def make_dispatcher(reply: Callable[[bytes], None]) -> Dispatcher:
+        def face_is_local(face_id: int) -> bool:
+            face = ctx.faces.get(face_id)
+            return face is not None and face.is_local
+
         dispatcher = Dispatcher(
-            reply, validator=CommandValidator(counters=ctx.counters), counters=ctx.counters
+            reply,
+            validator=CommandValidator(counters=ctx.counters),
+            counters=ctx.counters,
+            face_is_local=face_is_local,
         )
         for module in MODULES:
             module.install(dispatcher, ctx)

@@ -32,11 +32,14 @@ from ndn.encoding import Name
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.face import Face
 from forwarder.face.memory import MemoryTransport, memory_pair
+from forwarder.mgmt.command_auth import CommandRejected
+from icn.security.keys import Identity
 from icn.security.signed_interest import make_signed_interest
 from icn.wire import tlv_types as T
 from icn.wire.encode import make_data, make_interest
 from icn.wire.name import component_ends, from_uri, generic, segment, to_uri
 from icn.wire.packet import parse_data, parse_interest
+from icn.wire.signer import DIGEST_SHA256
 from icn.wire.tlv import read_tl
 from tests.waiting import wait_until
 
@@ -229,18 +232,76 @@ async def test_localhost_command_from_non_local_face_is_dropped(
     assert daemon.fw.fib.get(from_uri("/evil")) is None
 
 
-async def test_localhop_rib_command_from_non_local_face_works(daemon: ForwarderDaemon) -> None:
+def _register_command(prefix: str, root: str = "/localhop") -> bytes:
+    cp = ControlParameters()
+    cp.cp = ControlParametersValue()
+    cp.cp.name = prefix
+    return from_uri(f"{root}/nfd/rib/register") + generic(bytes(cp.encode()))
+
+
+async def test_localhop_rib_command_is_refused_without_a_trust_policy(
+    daemon: ForwarderDaemon,
+) -> None:
+    # the hijack: a stranger's face (non-local) registers a prefix for itself, signed by a key
+    # nobody trusts (or by none).  Without a trust policy for /localhop, 403 whatever the
+    # signature, and nothing reaches the RIB or the FIB
     app = App(daemon)
     face = daemon.faces.get(app.face_id)
     assert face is not None
     face.set_scope(False)
-    cp = ControlParameters()
-    cp.cp = ControlParametersValue()
-    cp.cp.name = "/remote"
-    name = from_uri("/localhop/nfd/rib/register") + generic(bytes(cp.encode()))
-    app.send(make_signed_interest(name, lifetime=1000))
-    assert (await app.response())["status_code"] == 200
+    stranger = Identity.generate().signer()
+    for signer in (stranger, DIGEST_SHA256):
+        app.send(make_signed_interest(_register_command("/remote"), signer=signer, lifetime=1000))
+        resp = await app.response()
+        assert resp["status_code"] == 403 and "trust policy" in resp["status_text"], resp
+    assert daemon.fw.fib.get(from_uri("/remote")) is None
+    assert not daemon.rib.routes(from_uri("/remote"))
+    assert daemon.counters["mgmt.refused_localhop_no_policy"] == 2
+    # a local app is refused under /localhop too (it has /localhost), so the rule is one
+    face.set_scope(True)
+    app.send(make_signed_interest(_register_command("/remote"), lifetime=1000))
+    assert (await app.response())["status_code"] == 403
+
+
+async def test_a_digest_command_is_never_accepted_from_a_non_local_face(
+    daemon: ForwarderDaemon,
+) -> None:
+    # even where a policy serves /localhop: a DigestSha256 "signature" names no signer
+    seen: list[bytes] = []
+    daemon.mgmt.dispatcher.localhop = lambda iv, cmd: seen.append(cmd.key_name)
+    app = App(daemon)
+    face = daemon.faces.get(app.face_id)
+    assert face is not None
+    face.set_scope(False)
+    app.send(make_signed_interest(_register_command("/remote"), lifetime=1000))
+    resp = await app.response()
+    assert resp["status_code"] == 403 and "DigestSha256" in resp["status_text"], resp
+    assert daemon.counters["mgmt.refused_digest_nonlocal"] == 1 and not seen
+    assert daemon.fw.fib.get(from_uri("/remote")) is None
+    # a keyed command goes to the policy, and runs when the policy accepts it
+    signer = Identity.generate().signer()
+    app.send(make_signed_interest(_register_command("/remote"), signer=signer, lifetime=1000))
+    assert (await app.response())["status_code"] == 200 and len(seen) == 1
     assert daemon.fw.fib.get(from_uri("/remote")) is not None
+
+
+async def test_a_localhop_policy_that_refuses_is_answered_403_and_runs_nothing(
+    daemon: ForwarderDaemon,
+) -> None:
+    async def refuse(iv: object, cmd: object) -> None:
+        await asyncio.sleep(0)  # as a policy fetching a certificate would
+        raise CommandRejected(403, "signer outside the trust schema")
+
+    daemon.mgmt.dispatcher.localhop = refuse
+    app = App(daemon)
+    face = daemon.faces.get(app.face_id)
+    assert face is not None
+    face.set_scope(False)
+    signer = Identity.generate().signer()
+    app.send(make_signed_interest(_register_command("/remote"), signer=signer, lifetime=1000))
+    resp = await app.response()
+    assert resp["status_code"] == 403 and "trust schema" in resp["status_text"]
+    assert daemon.fw.fib.get(from_uri("/remote")) is None
 
 
 async def test_fib_add_and_remove_nexthop(daemon: ForwarderDaemon) -> None:
