@@ -53,6 +53,7 @@ class Face:
         # called once with this face when it closes, whatever the cause; the FaceTable sets it
         self.on_closed: Callable[[Face], object] | None = None
         self._shaper: Shaper | None = None
+        self._shaped_dropped = 0  # packets the shapers this face had before its current one dropped
         transport.bind(self.link.receive, self._transport_closed)
 
     # ---- identity and state ---------------------------------------------------------------
@@ -103,6 +104,14 @@ class Face:
     def shaper(self) -> Shaper | None:
         return self._shaper
 
+    @property
+    def shaper_dropped(self) -> int:
+        """Packets every shaper of this face dropped (lost, over the queue, or waiting when it
+        was replaced), since the face was created: a report sampling it sees a link cut's drops
+        even when no sample fell between the cut and its restore."""
+        current = 0 if self._shaper is None else self._shaper.dropped
+        return self._shaped_dropped + current
+
     def status(self) -> dict[str, int | str | bool]:
         """Everything the faces/list dataset reports about this face."""
         out: dict[str, int | str | bool] = {
@@ -146,6 +155,7 @@ class Face:
         """
         if self._shaper is not None:
             self._shaper.close()
+            self._shaped_dropped += self._shaper.dropped
             self._shaper = None
         if config is None:
             self.link.output = self.transport.send

@@ -166,8 +166,10 @@ class Shaper:
             self._arm(now)
 
     def close(self) -> None:
-        """Drop whatever is still waiting; the face is going away."""
+        """Drop whatever is still waiting (counted): the face is going away, or its link is
+        reconfigured."""
         self._closed = True
+        self.dropped += len(self._heap)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

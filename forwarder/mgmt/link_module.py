@@ -14,8 +14,10 @@ reconfigured link).  Answers: 200 with FaceId; 400 for a missing FaceId or LinkS
 (the text names the field) or the management face; 404 for a face that does not exist.
 
 ``link/list`` is a JSON array with one object per shaped face, whether shaped by command or by
-the config file: ``face_id``, ``delay_ms``, ``jitter_ms``, ``loss``, ``rate_mbps`` (null when
-unlimited) and ``dropped`` (packets its shaper dropped, lost or over the queue, since it was set).
+the config file, and per face shaped before whose shapers dropped packets (listed unshaped:
+zeros): ``face_id``, ``delay_ms``, ``jitter_ms``, ``loss``, ``rate_mbps`` (null when unlimited)
+and ``dropped`` (packets its shapers dropped, lost, over the queue or waiting when replaced,
+since the face was created: a cut's drops stay counted after the restore).
 """
 
 from __future__ import annotations
@@ -101,19 +103,23 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
         rows: list[dict[str, Any]] = []
         for face in ctx.faces:
             shaper = face.shaper
-            if shaper is None:
+            dropped = face.shaper_dropped
+            if shaper is None and not dropped:
                 continue
-            cfg = shaper.config
-            rows.append(
-                {
-                    "face_id": face.face_id,
-                    "delay_ms": _ms(cfg.delay),
-                    "jitter_ms": _ms(cfg.jitter),
-                    "loss": cfg.loss,
-                    "rate_mbps": None if cfg.rate is None else round(cfg.rate / 1e6, 9),
-                    "dropped": shaper.dropped,
-                }
-            )
+            row: dict[str, Any] = {
+                "face_id": face.face_id,
+                "delay_ms": 0.0,
+                "jitter_ms": 0.0,
+                "loss": 0.0,
+                "rate_mbps": None,
+                "dropped": dropped,
+            }
+            if shaper is not None:
+                cfg = shaper.config
+                row["delay_ms"], row["jitter_ms"] = _ms(cfg.delay), _ms(cfg.jitter)
+                row["loss"] = cfg.loss
+                row["rate_mbps"] = None if cfg.rate is None else round(cfg.rate / 1e6, 9)
+            rows.append(row)
         return json.dumps(rows).encode()
 
     dispatcher.add_command("link", "shape", shape, load_params=_shape_params_model)

@@ -103,6 +103,10 @@ async def test_loss_one_cuts_the_link_and_zero_restores_it(daemon: ForwarderDaem
     assert row["face_id"] == producer.face_id and row["loss"] == 1.0 and row["dropped"] == 1
 
     assert (await _shape(consumer, producer.face_id))["status_code"] == 200
+    # restored: unshaped, but the cut's drop stays counted for whoever samples after it
+    (row,) = await _link_list(consumer)
+    assert row["face_id"] == producer.face_id and row["loss"] == 0.0 and row["dropped"] == 1
+    assert face.shaper is None and face.shaper_dropped == 1
     consumer.send(make_interest(from_uri("/p/back")))
     got = await producer.next_packet()
     assert got[0] == T.INTEREST and b"back" in got
