@@ -77,14 +77,19 @@ def test_failover(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
     assert any("b down" in e["reason"] for e in report["route_events"])
     # before the kill the traffic took b; after it, c
     timeline = report["links"]["a-c"]["timeline"]
-    before = [p for p in timeline if p["t"] < 3.5]
-    after = [p for p in timeline if p["t"] > 6.0]
     key = "a>c_bytes_per_s"
-    # the first three half-second bins after 6 s: most of them carry the traffic (one may still
-    # hold the end of the outage when recovery ran long under load: 1,072 B/s once, beside the
-    # suite's saturated runs; at 200 requests/s a bin that carries it holds about 200 kB/s)
-    first = sorted(p[key] or 0 for p in after[:3])
-    assert max(p[key] or 0 for p in before) < 2000 < first[1], first
+    before = [p[key] or 0 for p in timeline if p["t"] < 3.5]
+    after = [p[key] or 0 for p in timeline if p["t"] > 6.0]
+    # The first three samples after 6 s: most of them carry the traffic (one may still hold the
+    # end of the outage when recovery ran long under load: 1,072 B/s once, beside the suite's
+    # saturated runs; at 200 requests/s a sample that carries it holds about 200 kB/s).  Each
+    # rate is the average since the sample before, and under the saturated load a sample of
+    # four nodes took seconds (at most one came after 6 s in one run), so "most" is of those
+    # there are.
+    assert after, f"no link sample after 6 s: {timeline}"
+    first = after[:3]
+    assert max(before, default=0) < 2000, before
+    assert sum(rate > 2000 for rate in first) >= (len(first) + 1) // 2, first
 
 
 def test_rice(tmp_path: Path, state_dir: Path, cpu: CpuLoad) -> None:
