@@ -12,9 +12,10 @@ signature.  Unknown modules and verbs get 501 so tools fail fast instead of timi
 
 What is accepted from where (as NFD): ``/localhost/nfd`` only from local faces (the pipeline
 drops it from others before it gets here; the dispatcher checks again); ``/localhop/nfd/rib``
-only when the forwarder has a trust policy for it (``localhop``, else 403 to every face: without
-one any host that reaches a UDP port could pull any prefix to itself); and a DigestSha256
-"signature", which names no signer and needs no key, never from a non-local face.
+from a non-local face only when the forwarder has a trust policy for it (``localhop``, else 403:
+without one any host that reaches a UDP port could pull any prefix to itself), from a local face
+as a local command; and a DigestSha256 "signature", which names no signer and needs no key,
+never from a non-local face.
 """
 
 from __future__ import annotations
@@ -137,7 +138,11 @@ class Dispatcher:
         if localhop and module not in self.localhop_modules:
             self._respond(iv, NOT_IMPLEMENTED, "only rib commands are served under /localhop")
             return
-        if localhop and self.localhop is None and (module, verb) in self.commands:
+        # a face the forwarder deems local (Unix, memory, an IP peer in local_networks) may
+        # send /localhost commands anyway: its /localhop ones get the same trust (an app whose
+        # transport is an IP address it cannot tell is local sends /localhop, as python-ndn)
+        policed = localhop and not local
+        if policed and self.localhop is None and (module, verb) in self.commands:
             c["mgmt.refused_localhop_no_policy"] += 1
             self._respond(
                 iv,
@@ -180,7 +185,7 @@ class Dispatcher:
             self.validator.check(cmd, scope)
             load_params = self.param_models.get((module, verb))
             params = decode_params(cmd.params, None if load_params is None else load_params())
-            checked = self.localhop(iv, cmd) if localhop and self.localhop is not None else None
+            checked = self.localhop(iv, cmd) if policed and self.localhop is not None else None
         except CommandRejected as exc:
             self._respond(iv, exc.status, exc.text)
             return
