@@ -54,6 +54,10 @@ class SignedCommand:
     signature_time_ms: int
     signature_nonce: bytes
     form: str  # "v1" (name-embedded signature) or "v2" (v0.3 signed Interest)
+    # what a trust policy verifies: the signature's type, the signed portion and the value
+    sig_type: int = T.SIG_DIGEST_SHA256
+    signed: bytes = b""
+    value: bytes = b""
 
 
 def _reject(text: str) -> CommandRejected:
@@ -73,14 +77,22 @@ def parse_command(interest_wire: bytes, prefix_components: int = 4) -> SignedCom
         params = _control_parameters(name, *comps[prefix_components])
     try:
         if iv.has_params:
-            key, t, nonce = _check_v2(iv)
+            key, t, nonce, signed = _check_v2(iv)
         elif trailer < n:
-            key, t, nonce = _check_v1(name, comps[-4:])
+            key, t, nonce, signed = _check_v1(name, comps[-4:])
         else:
             raise _reject("command Interest is not signed")
     except DecodeError as exc:
         raise _reject(f"malformed signature: {exc}") from None
-    return SignedCommand(params, key, t, nonce, "v2" if iv.has_params else "v1")
+    form = "v2" if iv.has_params else "v1"
+    return SignedCommand(params, key, t, nonce, form, signed.sig_type, signed.signed, signed.value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Signed:
+    sig_type: int
+    signed: bytes
+    value: bytes
 
 
 def _control_parameters(name: bytes, start: int, end: int) -> bytes:
@@ -109,7 +121,7 @@ def _inner(buf: bytes, expect: int) -> tuple[int, int]:
     return vstart, vend
 
 
-def _check_v1(name: bytes, trailer: list[tuple[int, int]]) -> tuple[bytes, int, bytes]:
+def _check_v1(name: bytes, trailer: list[tuple[int, int]]) -> tuple[bytes, int, bytes, _Signed]:
     stamp, nonce, info, value = (_generic_value(name, s, e) for s, e in trailer)
     sig = parse_signature_info(info, *_inner(info, T.SIGNATURE_INFO))
     vstart, vend = _inner(value, T.SIGNATURE_VALUE)
@@ -117,18 +129,19 @@ def _check_v1(name: bytes, trailer: list[tuple[int, int]]) -> tuple[bytes, int, 
     if not nonce:
         raise DecodeError("empty command nonce")
     # Signed portion: the component TLVs before the SignatureValue component.
-    return _key_name(sig, name[: trailer[-1][0]], value[vstart:vend]), t, nonce
+    signed = _Signed(sig.sig_type, name[: trailer[-1][0]], value[vstart:vend])
+    return _key_name(sig, signed.signed, signed.value), t, nonce, signed
 
 
-def _check_v2(iv: InterestView) -> tuple[bytes, int, bytes]:
+def _check_v2(iv: InterestView) -> tuple[bytes, int, bytes, _Signed]:
     si = read_signed_interest(iv)  # DecodeError: rejected by parse_command
     sig = si.fields
     if sig.nonce is None:
         raise _reject("SignatureNonce missing")
     if sig.time_ms is None:
         raise _reject("SignatureTime missing")
-    key = _key_name(sig, si.name_part + si.block_part, si.value)
-    return key, sig.time_ms, sig.nonce
+    signed = _Signed(sig.sig_type, si.name_part + si.block_part, si.value)
+    return _key_name(sig, signed.signed, signed.value), sig.time_ms, sig.nonce, signed
 
 
 def _key_name(sig: SignatureFields, signed: bytes, value: bytes) -> bytes:

@@ -37,6 +37,7 @@ from icn.security.keys import Identity
 from icn.security.signed_interest import make_signed_interest
 from icn.wire import tlv_types as T
 from icn.wire.encode import make_data, make_interest
+from icn.wire.lp import encode_nack
 from icn.wire.name import component_ends, from_uri, generic, segment, to_uri
 from icn.wire.packet import parse_data, parse_interest
 from icn.wire.signer import DIGEST_SHA256
@@ -536,3 +537,30 @@ async def test_fuzzed_control_parameters_never_break_the_dispatcher(
     assert answered and answered + dropped == 300
     assert daemon.counters["mgmt.handler_error"] == 0
     assert "Traceback" not in caplog.text and "failed" not in caplog.text
+
+
+async def test_management_fetches_from_the_face_a_command_came_on(
+    daemon: ForwarderDaemon,
+) -> None:
+    # a certificate for a /localhop command's trust policy comes from the commanding face
+    # itself (NFD's direct fetch), whatever the FIB says: no route to /peer exists here
+    peer = App(daemon)
+    mgmt = daemon.mgmt
+    name = from_uri("/peer/KEY/k1")
+    got = asyncio.ensure_future(mgmt.fetch_from(peer.face_id, name, 1000))
+    wire = await peer.next_packet()
+    iv = parse_interest(wire)
+    assert iv.name == name and iv.can_be_prefix
+    cert = make_data(from_uri("/peer/KEY/k1/self/v=1"), b"cert")
+    peer.send(cert)
+    assert await got == cert
+    # a Nack ends a fetch with None at once
+    got = asyncio.ensure_future(mgmt.fetch_from(peer.face_id, from_uri("/peer/KEY/k2"), 1000))
+    asked = await peer.next_packet()
+    peer.send(encode_nack(asked, T.NACK_NO_ROUTE))
+    assert await got is None
+    # silence: None at the lifetime; an unknown face: None (dropped by the forwarder)
+    assert await mgmt.fetch_from(peer.face_id, from_uri("/peer/KEY/k3"), 50) is None
+    assert await mgmt.fetch_from(9999, from_uri("/peer/KEY/k4"), 50) is None
+    assert daemon.counters["mgmt.fetch"] == 4 and daemon.counters["mgmt.fetch_timeout"] == 2
+    assert not mgmt._fetches  # nothing left waiting
