@@ -96,3 +96,8 @@ class ValidationError(SecurityError):
 
 class DecryptError(SecurityError):
     """A sealed message was tampered with, sealed under another key, or is too short."""
+
+
+class CertificateNotCached(ValidationError):
+    """A validation without I/O (``Validator.validate_cached``) met a certificate it does not
+    hold: the caller may validate again with fetching (``Validator.validate``)."""
