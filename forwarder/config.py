@@ -129,6 +129,27 @@ def default_listen() -> ListenConfig:
     )
 
 
+def _check_anchors(v: list[str]) -> list[str]:
+    if not v:
+        raise ValueError(
+            "name at least one trust anchor certificate (e.g. made by icn cert self-sign)"
+        )
+    return v
+
+
+class LocalhopSecurity(Settings):
+    """The trust policy for ``/localhop/nfd/rib`` commands (NFD's ``localhop_security``):
+    without it they are refused.  A command is accepted when its signer's certificate chain
+    reaches one of ``anchors`` and every step is allowed by the LightVerSec ``trust_schema``
+    (the command's name against its key name)."""
+
+    trust_schema: str = setting()  # path of a LightVerSec schema file
+    anchors: list[str] = setting(check=_check_anchors)  # trust anchor certificate files
+    # how long a certificate fetch from the commanding face may take
+    fetch_timeout_ms: int = setting(default=1000, ge=10, le=60_000)
+    cache_entries: int = setting(default=256, ge=1)  # certificates kept once validated
+
+
 class TablesConfig(Settings):
     fib_max_entries: int = setting(default=100_000, ge=1)
     pit_max_entries: int = setting(default=100_000, ge=1)
@@ -164,6 +185,8 @@ class ForwarderConfig(Settings):
     tcp_max_packet: int = setting(
         default=T.MAX_PACKET_SIZE, ge=T.MAX_PACKET_SIZE, le=T.MAX_LOCAL_PACKET_SIZE
     )
+    # the trust policy that lets /localhop/nfd/rib commands in; none: they are refused
+    localhop_security: LocalhopSecurity | None = None
     # IP networks whose UDP/TCP peers get local scope (/localhost, management)
     local_networks: list[str] = setting(
         default_factory=lambda: ["127.0.0.0/8", "::1/128"], check=_check_networks

@@ -141,7 +141,7 @@ class ForwarderDaemon:
         try:
             for prefix_cfg in cfg.strategies:
                 self.fw.set_strategy(from_uri(prefix_cfg.prefix), prefix_cfg.strategy)
-            self.mgmt = install_management(self)
+            self.mgmt = install_management(self, localhop=cfg.localhop_security)
             listen = cfg.effective_listen
             for hp in listen.udp:
                 self.listen_uris.append((await self.faces.listen(_ip_uri("udp", hp))).local_uri)

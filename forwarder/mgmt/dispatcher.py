@@ -68,8 +68,9 @@ DatasetHandler: TypeAlias = Callable[[int, list[bytes]], bytes]
 # what the dispatcher answers through: (Data wire) -> None
 Reply: TypeAlias = Callable[[bytes], None]
 # checks a /localhop command's signer against the forwarder's trust policy: (Interest, the
-# parsed command) -> None when accepted (or an awaitable of it); raises CommandRejected
-LocalhopPolicy: TypeAlias = Callable[[InterestView, "SignedCommand"], "Awaitable[None] | None"]
+# parsed command, the requesting face) -> None when accepted (or an awaitable of it); raises
+# CommandRejected
+LocalhopPolicy: TypeAlias = Callable[[InterestView, "SignedCommand", int], "Awaitable[None] | None"]
 
 
 class Dispatcher:
@@ -185,7 +186,9 @@ class Dispatcher:
             self.validator.check(cmd, scope)
             load_params = self.param_models.get((module, verb))
             params = decode_params(cmd.params, None if load_params is None else load_params())
-            checked = self.localhop(iv, cmd) if policed and self.localhop is not None else None
+            checked = (
+                self.localhop(iv, cmd, requester) if policed and self.localhop is not None else None
+            )
         except CommandRejected as exc:
             self._respond(iv, exc.status, exc.text)
             return

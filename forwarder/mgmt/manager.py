@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from forwarder.config import LocalhopSecurity
 from forwarder.mgmt import (
     asf_module,
     channel_module,
@@ -34,9 +35,24 @@ MODULES = (
 
 
 def install_management(
-    ctx: Managed, *, defer: Callable[..., object] | None = None
+    ctx: Managed,
+    *,
+    defer: Callable[..., object] | None = None,
+    localhop: LocalhopSecurity | None = None,
 ) -> ManagementFace:
-    """Create the management face of ``ctx``'s forwarder, attached and routed."""
+    """Create the management face of ``ctx``'s forwarder, attached and routed.  With
+    ``localhop`` (the config's trust policy), ``/localhop/nfd/rib`` commands from non-local
+    faces run when their signer is trusted; without it they are refused."""
+    face: ManagementFace | None = None
+
+    async def fetch_from(face_id: int, name: bytes, lifetime_ms: int) -> bytes | None:
+        return None if face is None else await face.fetch_from(face_id, name, lifetime_ms)
+
+    policy = None
+    if localhop is not None:  # (its validator and schema compiler load only when configured)
+        from forwarder.mgmt.localhop import LocalhopPolicy
+
+        policy = LocalhopPolicy.from_config(localhop, fetch_from, ctx.counters)
 
     def make_dispatcher(reply: Callable[[bytes], None]) -> Dispatcher:
         def face_is_local(face_id: int) -> bool:
@@ -48,6 +64,7 @@ def install_management(
             validator=CommandValidator(counters=ctx.counters),
             counters=ctx.counters,
             face_is_local=face_is_local,
+            localhop=policy,
         )
         for module in MODULES:
             module.install(dispatcher, ctx)

@@ -271,7 +271,7 @@ async def test_a_digest_command_is_never_accepted_from_a_non_local_face(
 ) -> None:
     # even where a policy serves /localhop: a DigestSha256 "signature" names no signer
     seen: list[bytes] = []
-    daemon.mgmt.dispatcher.localhop = lambda iv, cmd: seen.append(cmd.key_name)
+    daemon.mgmt.dispatcher.localhop = lambda iv, cmd, face: seen.append(cmd.key_name)
     app = App(daemon)
     face = daemon.faces.get(app.face_id)
     assert face is not None
@@ -291,7 +291,7 @@ async def test_a_digest_command_is_never_accepted_from_a_non_local_face(
 async def test_a_localhop_policy_that_refuses_is_answered_403_and_runs_nothing(
     daemon: ForwarderDaemon,
 ) -> None:
-    async def refuse(iv: object, cmd: object) -> None:
+    async def refuse(iv: object, cmd: object, face: int) -> None:
         await asyncio.sleep(0)  # as a policy fetching a certificate would
         raise CommandRejected(403, "signer outside the trust schema")
 
