@@ -173,13 +173,20 @@ def _add_rmi(cli: typer.Typer) -> None:
     cli_rmi.register(cli)
 
 
+def _add_trust(cli: typer.Typer) -> None:
+    from apps import cli_trust
+
+    cli_trust.register(cli)
+
+
 # The commands each module adds, in the order `icn --help` lists them.
 LAZY_COMMANDS: tuple[tuple[frozenset[str], Callable[[typer.Typer], None]], ...] = (
     (frozenset({"scenario"}), _add_scenario),
     (frozenset({"flow"}), _add_flow),
     (frozenset({"status", "face", "route", "strategy", "cs"}), _add_mgmt),
     (frozenset({"peek", "poke", "ping", "ping-server"}), _add_tools),
-    (frozenset({"serve", "call", "key"}), _add_rmi),
+    (frozenset({"serve", "call"}), _add_rmi),
+    (frozenset({"key", "cert"}), _add_trust),
 )
 
 

@@ -1,4 +1,5 @@
-"""``icn serve``, ``icn call`` and ``icn key``: named functions from the command line."""
+"""``icn serve`` and ``icn call``: named functions from the command line (``icn key`` is in
+:mod:`apps.cli_trust`)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,8 @@ from apps.ctl_common import (
     quantity,
     run,
 )
-from compute.rmi.identity import IDENTITY_ENV, default_key_path, resolve_identity
+from compute.rmi.identity import IDENTITY_ENV, resolve_identity
 from icn.errors import ConfigError
-from icn.security.keys import Identity
 
 RMI_EXIT_HELP = (
     "Exit codes: 0 success; 1 the call failed (the function raised, unauthorized, no such "
@@ -247,24 +247,6 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-key_app = typer.Typer(no_args_is_help=True, help="Ed25519 identities for calls and serving.")
-
-
-@key_app.command("show")
-def key_show(
-    path: Annotated[Path | None, typer.Argument(help="identity file")] = None,
-    create: Annotated[bool, typer.Option(help="create the file if it is missing")] = True,
-) -> None:
-    """Print an identity's fingerprint (what servers list in authorized keys) and key name."""
-    target = path or default_key_path()
-    try:
-        identity = Identity.load_or_create(target) if create else Identity.load(target)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
-    typer.echo(f"{identity.fingerprint}  {target}")
-
-
 def register(app: typer.Typer) -> None:
     app.command("serve", epilog=RMI_EXIT_HELP)(serve)
     app.command("call", epilog=RMI_EXIT_HELP)(call)
-    app.add_typer(key_app, name="key")

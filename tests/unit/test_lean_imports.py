@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "apps.cli_mgmt",
     "apps.cli_tools",
     "apps.cli_rmi",
+    "apps.cli_trust",
     "apps.cli_scenario",
     "apps.cli_flow",
 )

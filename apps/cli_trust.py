@@ -1,0 +1,301 @@
+"""``icn key`` and ``icn cert``: Ed25519 identities, NDN v2 certificates and trust anchors.
+
+A key file is an Ed25519 PKCS#8 PEM, 0600 (:class:`icn.security.keys.Identity`); a certificate
+file is base64 of the certificate's wire, as ``ndnsec cert-dump`` writes
+(:mod:`icn.security.certs`).  Durations take the units of :func:`icn.units.parse_duration`
+(``us``, ``ms``, ``s``, ``m``, ``h``; no days: 365 days is ``8760h``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from apps.ctl_common import EXIT_FAILED, EXIT_USAGE, JsonOpt, emit, fail, print_fields, quantity
+from icn.errors import ConfigError, ValidationError
+from icn.security import certs
+from icn.security.certs import Certificate
+from icn.security.keys import Identity, load_public_key
+from icn.security.trust import default_anchor_dir
+from icn.units import format_duration, parse_duration
+from icn.wire.name import from_uri, to_uri
+
+TRUST_EXIT_HELP = (
+    "Exit codes: 0 success; 1 refused (the file exists, an issuer mismatch); 2 bad argument."
+)
+
+key_app = typer.Typer(no_args_is_help=True, help="Ed25519 identities (keys) in files.")
+cert_app = typer.Typer(
+    no_args_is_help=True, help="NDN certificates: self-sign, issue, show, export, trust anchors."
+)
+
+
+def _load_identity(path: Path, option: str) -> Identity:
+    try:
+        return Identity.load(path)
+    except ConfigError as exc:
+        fail(f"{option}: {exc}", EXIT_USAGE)
+
+
+def _load_cert(path: Path, option: str) -> Certificate:
+    try:
+        return certs.load(path)
+    except ConfigError as exc:
+        fail(
+            f"{option}: {exc}; give a file written by `icn cert` or `ndnsec cert-dump`", EXIT_USAGE
+        )
+
+
+def _identity_name(uri: str) -> bytes:
+    try:
+        name = from_uri(uri)
+    except ConfigError as exc:
+        fail(f"--identity: {exc}", EXIT_USAGE)
+    if not name:
+        fail("--identity: give a name with at least one component, e.g. /org/ca", EXIT_USAGE)
+    return name
+
+
+def _write_cert(cert: Certificate, out: Path, force: bool) -> None:
+    if out.exists() and not force:
+        fail(f"--out: {out} exists; remove it or pass --force to replace it", EXIT_FAILED)
+    try:
+        certs.save(cert, out)
+    except ConfigError as exc:
+        fail(f"--out: {exc}", EXIT_USAGE)
+
+
+def _now() -> float:
+    return time.time()
+
+
+# ---- icn key ---------------------------------------------------------------------------------
+
+
+@key_app.command("new")
+def key_new(
+    path: Annotated[Path, typer.Argument(help="file to write the key to (0600)")],
+    force: Annotated[bool, typer.Option(help="replace an existing file")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Make a new Ed25519 key in FILE; refuses to overwrite one unless --force."""
+    if path.exists() and not force:
+        fail(f"{path} exists; pass --force to replace it (its certificates stop matching)", 1)
+    identity = Identity.generate()
+    try:
+        identity.save(path)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    emit(as_json, _key_fields(identity, path), f"{identity.fingerprint}  {path}")
+
+
+def _key_fields(identity: Identity, path: Path) -> dict[str, Any]:
+    import base64
+
+    return {
+        "file": str(path),
+        "fingerprint": identity.fingerprint,
+        "public_key": base64.b64encode(identity.public_bytes).decode(),
+        "key_name": to_uri(identity.key_name),
+    }
+
+
+@key_app.command("show")
+def key_show(
+    path: Annotated[Path | None, typer.Argument(help="identity file")] = None,
+    create: Annotated[bool, typer.Option(help="create the file if it is missing")] = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print an identity's fingerprint (what servers list in authorized keys) and file; with
+    --json its public key (base64) and key name too."""
+    from compute.rmi.identity import default_key_path
+
+    target = path or default_key_path()
+    try:
+        identity = Identity.load_or_create(target) if create else Identity.load(target)
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    emit(as_json, _key_fields(identity, target), f"{identity.fingerprint}  {target}")
+
+
+# ---- icn cert --------------------------------------------------------------------------------
+
+ValidityOpt = Annotated[
+    str, typer.Option(help="how long the certificate holds: 8760h (365 days), 30m, ... no 'd'")
+]
+
+
+@cert_app.command("self-sign", epilog=TRUST_EXIT_HELP)
+def cert_self_sign(
+    key: Annotated[Path, typer.Option(help="the key file (icn key new)")],
+    identity: Annotated[str, typer.Option(help="the identity name, e.g. /org/ca")],
+    out: Annotated[Path, typer.Option(help="certificate file to write")],
+    validity: ValidityOpt = "8760h",
+    force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
+) -> None:
+    """A self-signed certificate (a trust anchor) for KEY under IDENTITY."""
+    seconds = quantity("--validity", validity, parse_duration)
+    assert seconds is not None
+    if seconds <= 0:
+        fail("--validity: must be more than 0, e.g. 8760h", EXIT_USAGE)
+    ident = _load_identity(key, "--key")
+    cert = certs.self_signed(ident, _identity_name(identity), seconds, _now())
+    _write_cert(cert, out, force)
+    typer.echo(f"{cert.uri()}  {out}")
+
+
+def _subject_key(value: str) -> bytes:
+    """The public key of --key: a key file (private PEM, as `icn key new` writes), or a public
+    key as base64 / hex, inline or in a file."""
+    path = Path(value)
+    if path.is_file():
+        raw = path.read_bytes()
+        if b"PRIVATE KEY" in raw:
+            return _load_identity(path, "--key").public_bytes
+        try:
+            return load_public_key(raw)
+        except ValidationError:
+            fail(
+                f"--key: {path} is neither a key file (icn key new) nor a public key (base64 or "
+                "64 hex digits of an Ed25519 key)",
+                EXIT_USAGE,
+            )
+    try:
+        return load_public_key(value)
+    except ValidationError as exc:
+        fail(f"--key: no such file, and {exc}", EXIT_USAGE)
+
+
+@cert_app.command("issue", epilog=TRUST_EXIT_HELP)
+def cert_issue(
+    key: Annotated[str, typer.Option(help="the subject's key file, or its public key")],
+    identity: Annotated[str, typer.Option(help="the subject's identity, e.g. /org/lab/alice")],
+    issuer_key: Annotated[Path, typer.Option(help="the issuer's key file")],
+    issuer_cert: Annotated[Path, typer.Option(help="the issuer's certificate")],
+    out: Annotated[Path, typer.Option(help="certificate file to write")],
+    validity: ValidityOpt = "2160h",
+    issuer_id: Annotated[str, typer.Option(help="the issuer-id name component")] = "NA",
+    force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
+) -> None:
+    """A certificate for the subject's key under IDENTITY, signed by the issuer.
+
+    Refused when the issuer key is not the one the issuer certificate certifies, or the
+    issuer certificate is not valid now.  A validity that would outlast the issuer's
+    certificate is clipped to its end (said on stderr): a validator refuses a chain past the
+    end of any of its certificates anyway."""
+    seconds = quantity("--validity", validity, parse_duration)
+    assert seconds is not None
+    if seconds <= 0:
+        fail("--validity: must be more than 0, e.g. 2160h", EXIT_USAGE)
+    subject = _subject_key(key)
+    issuer = _load_identity(issuer_key, "--issuer-key")
+    icert = _load_cert(issuer_cert, "--issuer-cert")
+    if icert.public_key != issuer.public_bytes:
+        fail(
+            f"--issuer-key {issuer_key} ({issuer.fingerprint[:16]}) is not the key "
+            f"--issuer-cert {issuer_cert} certifies ({icert.fingerprint[:16]}); give the "
+            "matching pair",
+            EXIT_FAILED,
+        )
+    now = _now()
+    if not icert.valid_at(now):
+        fail(
+            f"--issuer-cert {issuer_cert} is not valid now (from "
+            f"{certs.format_time(icert.not_before)} to {certs.format_time(icert.not_after)} "
+            "UTC); renew it first",
+            EXIT_FAILED,
+        )
+    not_after: float | None = None
+    if now + seconds > icert.not_after:
+        not_after = icert.not_after
+        typer.echo(
+            f"note: --validity {validity} would outlast the issuer's certificate; clipped to its "
+            f"end, {certs.format_time(not_after)} UTC ({format_duration(not_after - now)})",
+            err=True,
+        )
+    cert = certs.issue(
+        subject,
+        _identity_name(identity),
+        issuer,
+        icert.key_name,
+        seconds,
+        now,
+        issuer_id=issuer_id,
+        not_after=not_after,
+    )
+    _write_cert(cert, out, force)
+    typer.echo(f"{cert.uri()}  {out}")
+
+
+def _cert_fields(cert: Certificate, now: float) -> dict[str, Any]:
+    return {
+        "name": cert.uri(),
+        "identity": to_uri(cert.identity),
+        "key_name": to_uri(cert.key_name),
+        "issuer": to_uri(cert.signer_key_name) if cert.signer_key_name is not None else None,
+        "issuer_id": cert.issuer_id.decode("utf-8", "replace"),
+        "self_signed": cert.self_signed,
+        "key_type": cert.key_type,
+        "fingerprint": cert.fingerprint,
+        "not_before": certs.format_time(cert.not_before),
+        "not_after": certs.format_time(cert.not_after),
+        "valid_now": cert.valid_at(now),
+        "expired": now > cert.not_after,
+    }
+
+
+@cert_app.command("show", epilog=TRUST_EXIT_HELP)
+def cert_show(
+    path: Annotated[Path, typer.Argument(help="certificate file")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Name, identity, key, issuer, validity (and whether it has expired), fingerprint."""
+    cert = _load_cert(path, "CERT")
+    fields = _cert_fields(cert, _now())
+    emit(as_json, fields, lambda: print_fields(None, list(fields.items())))
+
+
+@cert_app.command("export", epilog=TRUST_EXIT_HELP)
+def cert_export(path: Annotated[Path, typer.Argument(help="certificate file")]) -> None:
+    """The certificate in base64, 64 characters a line (what ndnsec cert-install reads)."""
+    cert = _load_cert(path, "CERT")
+    typer.echo(certs.to_base64(cert.wire), nl=False)
+
+
+@cert_app.command("install-anchor", epilog=TRUST_EXIT_HELP)
+def cert_install_anchor(
+    path: Annotated[Path, typer.Argument(help="certificate file to trust")],
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            help="trust-anchor directory (default $XDG_CONFIG_HOME/icn/anchors or "
+            "~/.config/icn/anchors)",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Copy a certificate into the trust-anchor directory validators load."""
+    cert = _load_cert(path, "CERT")
+    target_dir = directory or default_anchor_dir()
+    stem = to_uri(cert.identity).strip("/").replace("/", "_") or "root"
+    target = target_dir / f"{stem}-{cert.key_id.hex()}.cert"
+    try:
+        target_dir.mkdir(parents=True, exist_ok=True)
+        certs.save(cert, target)  # base64, whatever form the file had
+    except (OSError, ConfigError) as exc:
+        fail(f"--dir: cannot write into {target_dir}: {exc}", EXIT_USAGE)
+    if not cert.self_signed:
+        typer.echo(
+            f"note: {cert.uri()} is not self-signed; it is trusted as given, without its issuer",
+            err=True,
+        )
+    typer.echo(f"{cert.uri()}  {target}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(key_app, name="key")
+    app.add_typer(cert_app, name="cert")
