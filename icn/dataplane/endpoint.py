@@ -20,7 +20,7 @@ import inspect
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import icn.dataplane.mgmt_client as mgmt_client
 from icn.dataplane.app_protocols import PacketPort, PortTransport, open_transport
@@ -34,6 +34,7 @@ from icn.dataplane.fetcher import expiry_policy, fetch
 from icn.dataplane.handlers import Handler, HandlerTable, Reply
 from icn.dataplane.pending import PendingEntry, PendingTable
 from icn.dataplane.segments import fetch_segments
+from icn.dataplane.validating import validated
 from icn.errors import (
     DecodeError,
     EncodeError,
@@ -59,6 +60,9 @@ from icn.wire.packet import DataView, parse_data, parse_interest
 from icn.wire.reflexive import LIFETIME_EXTENSION, ri_key
 from icn.wire.signer import DIGEST_SHA256, Signer
 from icn.wire.tlv import Buffer
+
+if TYPE_CHECKING:
+    from icn.security.trust import Validator
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +230,7 @@ class Endpoint:
         timeout: float | None = None,
         retries: int = 0,
         verify: Verifier | None = None,
+        validator: Validator | None = None,
     ) -> DataView:
         """Send an Interest and return the Data that satisfies it.
 
@@ -239,8 +244,28 @@ class Endpoint:
         each, as the forwarders keep its PIT entry.  Read the content with
         :func:`data_content`.  ``signed`` makes it a signed Interest (DigestSha256), ``signer``
         one signed by that signer, with SignatureSeqNum ``sig_seq`` if given (a retransmission
-        keeps it; SignatureNonce and SignatureTime are new each time).
+        keeps it; SignatureNonce and SignatureTime are new each time).  ``validator`` (the
+        project's one, :mod:`icn.security.trust`) must accept the Data's signer, its
+        certificates fetched through this endpoint as needed; else ValidationError, and the Data
+        is not returned (:mod:`icn.dataplane.validating`).
         """
+        if validator is not None:
+            dv = await self.express(
+                name,
+                lifetime_ms=lifetime_ms,
+                can_be_prefix=can_be_prefix,
+                must_be_fresh=must_be_fresh,
+                app_params=app_params,
+                signed=signed,
+                signer=signer,
+                sig_seq=sig_seq,
+                hop_limit=hop_limit,
+                forwarding_hint=forwarding_hint,
+                timeout=timeout,
+                retries=retries,
+                verify=verify,
+            )
+            return await validated(dv, validator, self.counters)
         if retries:
             if retries < 0:
                 raise EncodeError("retries must not be negative")

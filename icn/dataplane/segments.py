@@ -19,6 +19,7 @@ from icn.wire.tlv import read_nni, read_tl
 
 if TYPE_CHECKING:
     from icn.dataplane.endpoint import Endpoint
+    from icn.security.trust import Validator
 
 
 async def fetch_segments(
@@ -32,6 +33,7 @@ async def fetch_segments(
     timeout: float | None = None,
     max_size: int = 256 << 20,
     verify: Callable[[DataView], None] | None = None,
+    validator: Validator | None = None,
 ) -> bytes:
     """Fetch and reassemble a segmented object (``<name>[/<version>]/seg=<i>``).
 
@@ -42,7 +44,10 @@ async def fetch_segments(
     where the object ends.  Each segment is asked again after a loss, ``retries`` times, then
     InterestTimeout; a Nack raises InterestNack; ``timeout`` bounds the whole fetch;
     DecodeError if the reply is not a segment or exceeds ``max_size``.  ``verify`` checks every
-    segment as :meth:`express` does.  :func:`fetch_segments_buffer` returns the buffer the
+    segment as :meth:`express` does; ``validator`` validates each (the first with fetching of
+    its signer's certificates, the others against the chain then known: see
+    :mod:`icn.dataplane.validating`), a refused one failing the fetch.
+    :func:`fetch_segments_buffer` returns the buffer the
     segments were written into, without this function's copy of it into ``bytes``.
     """
     return bytes(
@@ -56,6 +61,7 @@ async def fetch_segments(
             timeout=timeout,
             max_size=max_size,
             verify=verify,
+            validator=validator,
         )
     )
 
@@ -71,6 +77,7 @@ async def fetch_segments_buffer(
     timeout: float | None = None,
     max_size: int = 256 << 20,
     verify: Callable[[DataView], None] | None = None,
+    validator: Validator | None = None,
 ) -> bytearray:
     """:func:`fetch_segments`, the object returned in the one buffer each segment's content was
     copied into as it arrived (for large objects: one object-sized buffer, one copy of each
@@ -87,6 +94,11 @@ async def fetch_segments_buffer(
                 can_be_prefix=True,
                 must_be_fresh=must_be_fresh,
             )
+            if validator is not None:
+                from icn.dataplane.validating import check_cached, validated
+
+                await validated(first, validator, ep.counters)
+                verify = _both(verify, check_cached(validator, ep.counters))
             seg_prefix, first_seg = split_segment(first.name, first.name_ends)
             if first_seg is None:
                 if first.name == value:  # a small object that is not segmented
@@ -98,6 +110,19 @@ async def fetch_segments_buffer(
             return await _fetch_rest(ep, seg_prefix, parts, final, policy, verify)
     except TimeoutError:
         raise InterestTimeout(to_uri(value), 0, timeout) from None
+
+
+def _both(
+    first: Callable[[DataView], None] | None, then: Callable[[DataView], None]
+) -> Callable[[DataView], None]:
+    if first is None:
+        return then
+
+    def verify(dv: DataView) -> None:
+        first(dv)
+        then(dv)
+
+    return verify
 
 
 class Assembly:
