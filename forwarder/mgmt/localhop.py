@@ -17,20 +17,32 @@ from __future__ import annotations
 import contextvars
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from pathlib import Path
+from typing import Protocol
 
-from forwarder.config import LocalhopSecurity
 from forwarder.mgmt.command_auth import CommandRejected, SignedCommand
 from forwarder.mgmt.control import UNAUTHORIZED
 from icn.errors import ConfigError, ValidationError
-from icn.security import certs
-from icn.security.trust import SignedPacket, TrustSchema, Validator, load_anchors
+from icn.security.trust import SignedPacket, TrustSchema, Validator, anchors_from
 from icn.wire.packet import InterestView
 
 # the face the command being validated came on: where its signer's certificate is fetched from
 _requester: contextvars.ContextVar[int] = contextvars.ContextVar("localhop_requester")
 
 FetchFrom = Callable[[int, bytes, int], Awaitable[bytes | None]]
+
+
+class TrustSettings(Protocol):
+    """What the policy reads of the config's ``localhop_security`` section (the daemon's
+    :class:`forwarder.config.LocalhopSecurity`; management does not read the config itself)."""
+
+    @property
+    def trust_schema(self) -> str: ...
+    @property
+    def anchors(self) -> list[str]: ...
+    @property
+    def fetch_timeout_ms(self) -> int: ...
+    @property
+    def cache_entries(self) -> int: ...
 
 
 class LocalhopPolicy:
@@ -42,17 +54,14 @@ class LocalhopPolicy:
 
     @classmethod
     def from_config(
-        cls, conf: LocalhopSecurity, fetch_from: FetchFrom, counters: Counter[str]
+        cls, conf: TrustSettings, fetch_from: FetchFrom, counters: Counter[str]
     ) -> LocalhopPolicy:
         """Load the schema and anchors the config names (ConfigError names the file)."""
         schema = TrustSchema.load(conf.trust_schema)
-        anchors: list[certs.Certificate] = []
-        for path in conf.anchors:  # a certificate file, or a directory of them
-            try:
-                found = load_anchors(path) if Path(path).is_dir() else [certs.load(path)]
-            except ValidationError as exc:
-                raise ConfigError(f"localhop_security.anchors: {exc}") from None
-            anchors += found
+        try:
+            anchors = anchors_from(conf.anchors)
+        except ConfigError as exc:
+            raise ConfigError(f"localhop_security.anchors: {exc}") from None
 
         async def fetch(name: bytes) -> bytes | None:
             return await fetch_from(_requester.get(), name, conf.fetch_timeout_ms)

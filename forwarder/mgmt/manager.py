@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from forwarder.config import LocalhopSecurity
 from forwarder.mgmt import (
     asf_module,
     channel_module,
@@ -20,6 +20,9 @@ from forwarder.mgmt.command_auth import CommandValidator
 from forwarder.mgmt.context import Managed
 from forwarder.mgmt.dispatcher import Dispatcher
 from forwarder.mgmt.mgmt_face import ManagementFace
+
+if TYPE_CHECKING:
+    from forwarder.mgmt.localhop import TrustSettings
 
 MODULES = (
     rib_module,
@@ -38,7 +41,7 @@ def install_management(
     ctx: Managed,
     *,
     defer: Callable[..., object] | None = None,
-    localhop: LocalhopSecurity | None = None,
+    localhop: TrustSettings | None = None,
 ) -> ManagementFace:
     """Create the management face of ``ctx``'s forwarder, attached and routed.  With
     ``localhop`` (the config's trust policy), ``/localhop/nfd/rib`` commands from non-local

@@ -619,3 +619,23 @@ def load_anchors(directory: str | Path) -> list[Certificate]:
             "anchor with `icn cert install-anchor CERT --dir DIR`"
         ) from None
     return [certs.load(p) for p in entries if p.is_file()]
+
+
+def anchors_from(paths: Iterable[str | Path]) -> list[Certificate]:
+    """Trust anchors from certificate files and directories of them (each path either), as the
+    forwarder's ``localhop_security.anchors`` and ``icn serve --anchor`` name them; ConfigError
+    naming the path that is neither."""
+    found: list[Certificate] = []
+    for path in paths:
+        p = Path(path)
+        if p.is_dir():
+            found += load_anchors(p)
+        elif p.is_file():
+            found.append(certs.load(p))
+        else:
+            raise ConfigError(
+                f"trust anchor {p}: no such file or directory (make one with icn cert self-sign)"
+            )
+    if not found:
+        raise ConfigError("no trust anchor found in " + ", ".join(str(p) for p in paths))
+    return found
