@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -28,6 +28,10 @@ from apps.ctl_common import (
 )
 from compute.rmi.identity import IDENTITY_ENV, resolve_identity
 from icn.errors import ConfigError
+
+if TYPE_CHECKING:
+    from icn.security.certs import Certificate
+    from icn.security.trust import TrustSchema
 
 RMI_EXIT_HELP = (
     "Exit codes: 0 success; 1 the call failed (the function raised, unauthorized, no such "
@@ -83,6 +87,17 @@ def serve(
             "memos are named under PREFIX/_r/ID, which must be routed to it"
         ),
     ] = None,
+    trust_schema: Annotated[
+        Path | None,
+        typer.Option(
+            help="LightVerSec schema for callers' certificates (authorize='namespace:/P' or "
+            "'rule:#R' functions need it, with --anchor)"
+        ),
+    ] = None,
+    anchor: Annotated[
+        list[Path] | None,
+        typer.Option(help="trust anchor certificate file or directory (repeatable)"),
+    ] = None,
     transport: TransportOpt = None,
 ) -> None:
     """Serve a module's @function functions under PREFIX until SIGINT/SIGTERM.
@@ -102,6 +117,11 @@ def serve(
         identity = resolve_identity(key)
         if replica is not None:
             replica_component(replica)
+        trust = load_trust(trust_schema, anchor or [])
+        if trust is None:
+            from compute.rmi.server import require_validator
+
+            require_validator(functions, None)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     config = ServerConfig(
@@ -117,7 +137,18 @@ def serve(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         async with connected(transport) as ep:
-            server = RmiServer(ep, prefix, functions, config=config, identity=identity)
+            validator = None
+            if trust is not None:
+                from icn.dataplane.validating import cert_fetcher
+                from icn.security.trust import Validator
+
+                validator = Validator(trust[0], trust[1], fetch=cert_fetcher(ep))
+            try:
+                server = RmiServer(
+                    ep, prefix, functions, config=config, identity=identity, validator=validator
+                )
+            except ConfigError as exc:
+                fail(str(exc), EXIT_USAGE)
             await server.start()
             names = ", ".join(sorted(functions))
             typer.echo(
@@ -136,6 +167,20 @@ def serve(
 
     counters = run("serve", main)
     typer.echo("rmi server stopped: " + json.dumps(counters, sort_keys=True))
+
+
+def load_trust(
+    schema: Path | None, anchors: list[Path]
+) -> tuple[TrustSchema, list[Certificate]] | None:
+    """``--trust-schema`` and ``--anchor``: both or neither (ConfigError says which is missing)."""
+    if schema is None and not anchors:
+        return None
+    if schema is None or not anchors:
+        missing = "--trust-schema FILE" if schema is None else "--anchor CERT"
+        raise ConfigError(f"a trust policy needs {missing} too")
+    from icn.security.trust import TrustSchema, anchors_from
+
+    return TrustSchema.load(schema), anchors_from(anchors)
 
 
 def parse_value(text: str) -> Any:
@@ -158,6 +203,12 @@ def call(
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
     key: KeyOpt = None,
+    cert: Annotated[
+        Path | None,
+        typer.Option(
+            help="certificate of the --key's key, sent to servers that authorize by certificate"
+        ),
+    ] = None,
     transport: TransportOpt = None,
 ) -> None:
     """Call a named function and print its result (a progress line while it runs long)."""
@@ -177,13 +228,23 @@ def call(
     positional = tuple(parse_value(a) for a in args or [])
     try:
         identity = resolve_identity(key)
+        certificate = None
+        if cert is not None:
+            from icn.security import certs
+
+            certificate = certs.load(cert)
+            if certificate.public_key != identity.public_bytes:
+                raise ConfigError(
+                    f"certifies key {certificate.fingerprint[:16]}, not the --key's "
+                    f"({identity.fingerprint[:16]}); give the key it certifies"
+                )
     except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
+        fail(str(exc) if cert is None else f"--cert {cert}: {exc}", EXIT_USAGE)
     show = not quiet and sys.stderr.isatty()
 
     async def main() -> Any:
         async with connected(transport) as ep:
-            client = Client(ep, identity=identity, timeout=timeout)
+            client = Client(ep, identity=identity, certificate=certificate, timeout=timeout)
             return await client.invoke(
                 function,
                 positional,

@@ -64,6 +64,7 @@ from icn.dataplane.path_limit import path_packet_limit
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content, fetch_signed
 from icn.errors import (
+    ConfigError,
     DecodeError,
     IcnError,
     InterestNack,
@@ -71,6 +72,7 @@ from icn.errors import (
     SecurityError,
     ValidationError,
 )
+from icn.security.certs import Certificate
 from icn.security.keys import Identity, verify_data, verify_hmac_data
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
 from icn.wire.name import component_ends, components, from_uri, to_uri
@@ -213,6 +215,7 @@ class _Exchange:
             inline=inline,
             session=self.session,
             answer_limit=self.room,
+            certificate=None if self.client.certificate is None else self.client.certificate.wire,
         )
 
     def result(self, env: dict[str, Any]) -> Any:
@@ -236,6 +239,7 @@ class Client:
         ep: Endpoint,
         *,
         identity: Identity | None = None,
+        certificate: Certificate | None = None,
         server_key: bytes | None = None,
         lifetime_ms: int = 2000,
         retries: int = 2,
@@ -247,6 +251,13 @@ class Client:
     ) -> None:
         self.ep = ep
         self.identity = identity or Identity.generate()
+        if certificate is not None and certificate.public_key != self.identity.public_bytes:
+            raise ConfigError(
+                f"certificate {certificate.uri()} is of another key than the client's identity "
+                f"({self.identity.fingerprint[:16]}); give the key it certifies"
+            )
+        # sent in credentials: servers that authorize by certificate validate it
+        self.certificate = certificate
         self.lifetime_ms = lifetime_ms
         self.retries = retries
         self.timeout = timeout

@@ -8,6 +8,7 @@ payload that follows (inline when small), so arguments pulled later cannot be sw
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from dataclasses import dataclass
@@ -16,7 +17,9 @@ from typing import Any
 from compute.rmi.errors import BadArguments, Unauthorized
 from compute.rmi.policy import Caller
 from icn.dataplane.segments import data_content
-from icn.errors import DecodeError, SecurityError
+from icn.errors import DecodeError, SecurityError, ValidationError
+from icn.security import certs
+from icn.security.certs import Certificate
 from icn.security.keys import Identity, verify_data
 from icn.wire.encode import make_data
 from icn.wire.packet import DataView
@@ -40,6 +43,9 @@ class Credential:
     session: bool = False  # the caller asks for a session (its ephemeral key agrees it)
     # the largest answer the caller's path carries in one packet, when the caller knows it
     answer_limit: int | None = None
+    # the caller's certificate of its key, as it sent it (not validated yet: the server's
+    # validator decides whether the Caller gets it)
+    certificate: Certificate | None = None
 
 
 def build_credential(
@@ -55,8 +61,10 @@ def build_credential(
     inline: bool,
     session: bool = False,
     answer_limit: int | None = None,
+    certificate: bytes | None = None,
 ) -> bytes:
-    """The signed credential Data, named ``name`` (the Reflexive Interest's name)."""
+    """The signed credential Data, named ``name`` (the Reflexive Interest's name); with
+    ``certificate`` (the caller's, of its key) for servers that authorize by certificate."""
     content = pack(
         {
             "fn": function,
@@ -71,6 +79,7 @@ def build_credential(
             "t": time.time(),
             "sess": session,
             "m": answer_limit,
+            **({"cert": certificate} if certificate is not None else {}),
         }
     )
     return make_data(name, content, signer=identity.signer())
@@ -114,6 +123,15 @@ def check_credential(data: DataView, *, function: str, rnp_key: bytes) -> Creden
         raise BadArguments(f"malformed credential: {exc}", function) from None
     if cred.size < 0 or cred.payload_size < 0 or (cred.answer_limit or 0) < 0:
         raise BadArguments("negative argument or answer size", function)
+    cert_wire = fields.get("cert")
+    if cert_wire is not None:
+        try:
+            cert = certs.parse(bytes(cert_wire))
+        except (ValidationError, TypeError) as exc:
+            raise Unauthorized(f"the credential's certificate: {exc}", function) from None
+        if cert.public_key != pub:
+            raise Unauthorized("the credential's certificate is of another key", function)
+        cred = dataclasses.replace(cred, certificate=cert)
     return cred
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from compute.rmi.credential import check_credential, check_payload
+from compute.rmi.credential import Credential, check_credential, check_payload
 from compute.rmi.errors import (
     BadArguments,
     NoSuchFunction,
@@ -45,7 +45,7 @@ from compute.rmi.errors import (
 from compute.rmi.functions import FunctionSpec
 from compute.rmi.jobs import Job, JobRunner
 from compute.rmi.local import MIN_SHARED, LocalFiles, LocalSlot
-from compute.rmi.policy import anyone
+from compute.rmi.policy import Caller, CertificatePolicy, anyone
 from compute.rmi.polls import MAX_HELD_POLLS, HeldPoll, PollHolding
 from compute.rmi.session import (
     DEFAULT_LIFETIME,
@@ -88,10 +88,19 @@ from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.handlers import Reply
 from icn.dataplane.publish import SegmentedObject, signed_once
 from icn.dataplane.segments import fetch_segments
-from icn.errors import DecodeError, IcnError, InterestNack, InterestTimeout, SecurityError
+from icn.errors import (
+    ConfigError,
+    DecodeError,
+    IcnError,
+    InterestNack,
+    InterestTimeout,
+    SecurityError,
+    ValidationError,
+)
 from icn.security.keys import Identity
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
 from icn.security.signed_interest import SignedInterest, read_signed_interest
+from icn.security.trust import SignedPacket, Validator
 from icn.wire import tlv_types as T
 from icn.wire.encode import Nacked, Uncached, data_parts, make_data
 from icn.wire.name import NameLike, as_name, generic, to_uri
@@ -142,6 +151,19 @@ class _Call:
         self.cancelled = False
 
 
+def require_validator(functions: dict[str, FunctionSpec], validator: Validator | None) -> None:
+    """ConfigError when a function is authorized by certificate and there is no validator to
+    vouch for callers' certificates (every caller would be refused)."""
+    needing = [n for n, f in functions.items() if isinstance(f.policy, CertificatePolicy)]
+    if needing and validator is None:
+        raise ConfigError(
+            f"{', '.join(sorted(needing))}: authorized by certificate "
+            f"({functions[needing[0]].policy!r}); give the server a validator "
+            "(RmiServer(..., validator=Validator(schema, anchors)), or icn serve "
+            "--trust-schema FILE --anchor CERT)"
+        )
+
+
 class RmiServer:
     """Serve ``functions`` under ``prefix`` through ``ep``: ``await start()``, ``close()``."""
 
@@ -153,11 +175,15 @@ class RmiServer:
         *,
         config: ServerConfig | None = None,
         identity: Identity | None = None,
+        validator: Validator | None = None,
     ) -> None:
         self.ep = ep
         self.prefix = as_name(prefix)
         self.functions = functions
         self.config = config or ServerConfig()
+        # vouches for callers' certificates (the one validator): needed by certificate policies
+        self.validator = validator
+        require_validator(functions, validator)
         replica = self.config.replica
         # where this server's own names live: under /svc/_r/<replica> when it is one of several
         self.here = self.prefix if replica is None else self.prefix + replica_component(replica)
@@ -372,10 +398,12 @@ class RmiServer:
         )
         deadline = max(deadline, loop.time() + extend - 0.05)
         cred = check_credential(hello, function=function, rnp_key=key)
-        if not spec.policy(cred.caller):
-            raise Unauthorized(
-                f"key {cred.caller.fingerprint[:16]} is not authorized to call it", function
+        caller = await self._vouched(cred)
+        if not spec.policy(caller):
+            who = (
+                caller.certificate.uri() if caller.certificate else f"key {caller.fingerprint[:16]}"
             )
+            raise Unauthorized(f"{who} is not authorized to call it", function)
         self.counters["authorized"] += 1
         if cred.size > cfg.max_arg_bytes or cred.payload_size > cfg.max_arg_bytes + 64:
             raise BadArguments(
@@ -414,7 +442,7 @@ class RmiServer:
             except SecurityError:
                 self.counters["session_refused"] += 1  # an unusable key: no session, the call runs
             else:
-                session = self._sessions.create(cred.caller, secret, loop.time())
+                session = self._sessions.create(caller, secret, loop.time())
                 self.counters["sessions"] += 1
         inline_max = cfg.inline_max
         if cred.answer_limit is not None:  # the caller's path carries answers this large
@@ -512,6 +540,26 @@ class RmiServer:
             timer = loop.call_later(budget, give)
             job.callbacks.append(lambda j: timer.cancel())
         return job
+
+    async def _vouched(self, cred: Credential) -> Caller:
+        """The caller, with its certificate when the validator accepts its chain (fetching
+        what it lacks); a certificate it refuses is counted and left out, so certificate
+        policies refuse the call, before any work."""
+        cert = cred.certificate
+        if cert is None or self.validator is None:
+            return cred.caller
+        try:
+            # the chain above the certificate, then the certificate's own period (validating it
+            # as a signed packet checks its issuer's)
+            await self.validator.validate(SignedPacket.of_certificate(cert))
+            if not cert.valid_at(time.time()):
+                raise ValidationError(f"{cert.uri()} is outside its ValidityPeriod")
+        except ValidationError:
+            self.counters["caller_certificate_refused"] += 1
+            return cred.caller
+        self.counters["caller_certificate_ok"] += 1
+        rules = frozenset(self.validator.schema.rules_of(cert.name))
+        return Caller(cred.caller.public_key, certificate=cert, rules=rules)
 
     def _open_args(
         self, call_key: CallKey | None, payload: bytes, key: bytes, function: str
