@@ -40,7 +40,7 @@ from apps.scenario.forwarders import (
 from apps.scenario.packed import NodePlan, Plan, packed_argv
 from apps.scenario.routing import compute_routes
 from apps.scenario.runs import RunRecord
-from apps.scenario.schema import ProcessSpec, Scenario, ServiceSpec, WorkloadSpec
+from apps.scenario.schema import FaultSpec, ProcessSpec, Scenario, ServiceSpec, WorkloadSpec
 from icn.errors import ConfigError, IcnError
 
 log = logging.getLogger(__name__)
@@ -455,18 +455,37 @@ class ScenarioRunner:
         for i, fault in enumerate(self.sc.faults):
             actions.append((fault.at, 1000 + i, fault))
         actions.sort(key=lambda a: (a[0], a[1]))
+        # A workload starts in a task of its own: a start that takes seconds (a loaded Ray
+        # agent: 3.5 s once) must not delay the faults after it, which would then come late and
+        # together (a cut planned for 2 s came at 4 s, with its restore, planned for 3 s, just
+        # after it: no packet met the cut).  A fault that concerns a workload, or the node it
+        # runs on, waits for that workload's start; faults go in order among themselves.
+        starting: dict[str, asyncio.Task[None]] = {}
         for at, _, what in actions:
             await asyncio.sleep(max(0.0, at - self.now()))
             if isinstance(what, WorkloadSpec):
-                await self.start_workload(what)
+                starting[what.name] = asyncio.ensure_future(self.start_workload(what))
             else:
+                waits = [t for name, t in starting.items() if self._concerns(what, name)]
+                if waits:
+                    await asyncio.gather(*waits)
                 await apply_fault(self, what)
+        if starting:
+            await asyncio.gather(*starting.values())
         while (left := self.sc.duration - self.now()) > 0:
             if self.sc.stop_when_done and self.workloads_done():
                 self.event("every workload has finished: the run ends (stop_when_done)")
                 break
             await asyncio.sleep(min(left, 0.1))
         self.state.ended_at = self.now()
+
+    def _concerns(self, fault: FaultSpec, workload: str) -> bool:
+        """Whether ``fault`` acts on ``workload`` or on the node it runs on."""
+        target = fault.target
+        if not isinstance(target, str):
+            return False  # a link
+        wl = self.sc.workload(workload)
+        return target == workload or (wl is not None and target == wl.node)
 
     def workloads_done(self) -> bool:
         """Every workload was started and its process has ended (faults are all applied by

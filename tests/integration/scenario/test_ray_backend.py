@@ -387,7 +387,7 @@ def test_every_fault_kind_beside_two_runs_that_are_stopped_and_killed(
             k: v for k, v in (report["nodes"]["a"].get("totals") or {}).items() if "shaper" in k
         },
     }
-    assert report["links"]["a-b"]["dropped"]["a>b"] > 0, why
+    assert report["links"]["a-b"]["dropped"]["a>b"] > 0, json.dumps(why)
     assert report["nodes"]["b"]["restarts"] >= 1
     # 50 ms each way on a-b once the shape is applied: planned at 8.5 s, after the restart of b,
     # which takes 1-3 s under load (b's forwarder, links and service), and faults go in order:

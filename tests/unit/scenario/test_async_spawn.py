@@ -211,3 +211,57 @@ async def test_a_node_kill_is_applied_and_rerouted_from_its_sigkill_not_from_its
     assert entry["error"] is None
     assert 4.0 <= entry["applied"] <= killed_at  # when the SIGKILL went, not 0.2 s later
     assert [e.text for e in runner.state.events] == ["fault: kill a"]
+
+
+SLOW_START = """\
+name: t
+nodes: {a: {}, b: {}}
+links:
+  - {between: [a, b]}
+reconverge_after: null
+workloads:
+  - {name: w, node: a, entry: 'apps.workloads:consumer'}
+faults:
+  - {at: 0s, cut: [a, b]}
+duration: 600s
+"""
+
+
+class SlowStartAgent(LoopBoundAgent):
+    """Its start of a process answers only when the test says (a loaded agent)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop)
+        self.release = threading.Event()
+
+    def __call__(self, method: str, *args: Any, timeout: float) -> Any:
+        if method == "spawn":
+            self.release.wait(BLOCKED)
+        return super().__call__(method, *args, timeout=timeout)
+
+
+async def test_a_slow_workload_start_does_not_delay_the_faults_after_it(
+    tmp_path: Path, mirrors: list[AgentMirror]
+) -> None:
+    """A loaded Ray agent once took seconds to start a workload; the timeline waited for it, so
+    a cut planned for 2 s came at 4 s with its restore (planned for 3 s) right after it, and no
+    packet met the cut (the every-fault test's drops read 0, issue 34)."""
+    runner, agent = ray_runner(tmp_path, mirrors, SLOW_START, SlowStartAgent)
+    assert isinstance(agent, SlowStartAgent)
+    link = runner.sc.links[0]
+    runner.fabric.link_faces[link.name] = {}  # (no forwarders here: the cut shapes no face)
+    runner.state.t0 = time.time()
+    timeline = asyncio.ensure_future(runner.timeline())
+    try:
+        async with asyncio.timeout(BLOCKED):  # only a failure waits this out
+            while not runner.state.faults or runner.state.faults[0]["applied"] is None:
+                if timeline.done():
+                    await timeline
+                await asyncio.sleep(0.01)
+        assert agent.started == []  # the cut came while the workload was still starting
+        assert runner.state.faults[0]["error"] is None
+    finally:
+        agent.release.set()
+        timeline.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await timeline
