@@ -3,7 +3,7 @@
 A key file is an Ed25519 PKCS#8 PEM, 0600 (:class:`icn.security.keys.Identity`); a certificate
 file is base64 of the certificate's wire, as ``ndnsec cert-dump`` writes
 (:mod:`icn.security.certs`).  Durations take the units of :func:`icn.units.parse_duration`
-(``us``, ``ms``, ``s``, ``m``, ``h``; no days: 365 days is ``8760h``).
+(``us``, ``ms``, ``s``, ``m``, ``h``, ``d``).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def key_show(
 # ---- icn cert --------------------------------------------------------------------------------
 
 ValidityOpt = Annotated[
-    str, typer.Option(help="how long the certificate holds: 8760h (365 days), 30m, ... no 'd'")
+    str, typer.Option(help="how long the certificate holds: 365d, 12h, 30m, ...")
 ]
 
 
@@ -133,14 +133,14 @@ def cert_self_sign(
     key: Annotated[Path, typer.Option(help="the key file (icn key new)")],
     identity: Annotated[str, typer.Option(help="the identity name, e.g. /org/ca")],
     out: Annotated[Path, typer.Option(help="certificate file to write")],
-    validity: ValidityOpt = "8760h",
+    validity: ValidityOpt = "365d",
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
 ) -> None:
     """A self-signed certificate (a trust anchor) for KEY under IDENTITY."""
     seconds = quantity("--validity", validity, parse_duration)
     assert seconds is not None
     if seconds <= 0:
-        fail("--validity: must be more than 0, e.g. 8760h", EXIT_USAGE)
+        fail("--validity: must be more than 0, e.g. 365d", EXIT_USAGE)
     ident = _load_identity(key, "--key")
     cert = certs.self_signed(ident, _identity_name(identity), seconds, _now())
     _write_cert(cert, out, force)
@@ -176,7 +176,7 @@ def cert_issue(
     issuer_key: Annotated[Path, typer.Option(help="the issuer's key file")],
     issuer_cert: Annotated[Path, typer.Option(help="the issuer's certificate")],
     out: Annotated[Path, typer.Option(help="certificate file to write")],
-    validity: ValidityOpt = "2160h",
+    validity: ValidityOpt = "90d",
     issuer_id: Annotated[str, typer.Option(help="the issuer-id name component")] = "NA",
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
 ) -> None:
@@ -189,7 +189,7 @@ def cert_issue(
     seconds = quantity("--validity", validity, parse_duration)
     assert seconds is not None
     if seconds <= 0:
-        fail("--validity: must be more than 0, e.g. 2160h", EXIT_USAGE)
+        fail("--validity: must be more than 0, e.g. 90d", EXIT_USAGE)
     subject = _subject_key(key)
     issuer = _load_identity(issuer_key, "--issuer-key")
     icert = _load_cert(issuer_cert, "--issuer-cert")

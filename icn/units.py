@@ -13,7 +13,7 @@ import re
 _NUMBER = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 _QUANTITY = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z%/]*)\s*$")
 
-_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _RATE_UNITS = {
     "bit": 1.0,
     "bps": 1.0,
@@ -40,7 +40,7 @@ def _split(value: object, what: str, examples: str) -> tuple[float, str]:
 
 
 def parse_duration(value: object) -> float:
-    """Seconds from ``250ms``, ``1.5s``, ``2m``, ``100us`` or a bare number of seconds."""
+    """Seconds from ``250ms``, ``1.5s``, ``2m``, ``100us``, ``90d`` or a bare number of seconds."""
     examples = "250ms, 1.5s, 2m (a bare number means seconds)"
     number, unit = _split(value, "a duration", examples)
     if unit and unit not in _TIME_UNITS:

@@ -100,7 +100,7 @@ def test_refusals_name_the_option_and_the_fix(tmp_path: Path) -> None:
     assert icn("key", "new", str(ca_key), "--force").returncode == 0
 
     ran = icn("cert", "self-sign", "--key", str(ca_key), "--identity", "/org/ca", "--validity",
-              "365d", "--out", str(ca_cert))  # fmt: skip
+              "365days", "--out", str(ca_cert))  # fmt: skip
     assert ran.returncode == 2 and "--validity" in ran.stderr and "unknown time unit" in ran.stderr
     ran = icn("cert", "self-sign", "--key", str(ca_key), "--identity", "/org/ca", "--validity",
               "1h", "--out", str(ca_cert))  # fmt: skip
@@ -115,7 +115,7 @@ def test_refusals_name_the_option_and_the_fix(tmp_path: Path) -> None:
     ran = icn(*issue, "--issuer-key", str(other_key))
     assert ran.returncode == 1 and "--issuer-key" in ran.stderr and "matching pair" in ran.stderr
     assert not out.exists()
-    # 2160h (the default) outlasts the issuer's hour: clipped to it, and said so
+    # 90d (the default) outlasts the issuer's hour: clipped to it, and said so
     ran = icn(*issue, "--issuer-key", str(ca_key))
     assert ran.returncode == 0 and "clipped" in ran.stderr, ran.stderr
     assert certs.load(out).not_after == certs.load(ca_cert).not_after

@@ -29,7 +29,15 @@ def problems(text: str, check_entries: bool = False) -> list[str]:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("250ms", 0.25), ("1.5s", 1.5), ("2m", 120.0), ("100us", 1e-4), (3, 3.0), ("0.5", 0.5)],
+    [
+        ("250ms", 0.25),
+        ("1.5s", 1.5),
+        ("2m", 120.0),
+        ("100us", 1e-4),
+        (3, 3.0),
+        ("0.5", 0.5),
+        ("90d", 90 * 86400.0),
+    ],
 )
 def test_durations(text: object, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
