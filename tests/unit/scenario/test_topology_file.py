@@ -263,7 +263,7 @@ def test_gml_mistakes(tmp_path: Path) -> None:
     )
     assert problems(tmp_path, "g.gml", graph) == [
         "g.gml:6: edge a-b: delay: '2 parsecs': unknown time unit 'parsecs'; use one of us, "
-        "ms, s, m, min, h",
+        "ms, s, m, min, h, d",
         "g.gml:6: edge a-b: weight: unknown edge attribute; did you mean 'cost'? (valid here: "
         "transport, delay, jitter, loss, rate, cost, seed, label); rename or remove it",
         'g.gml:9: edge: target: no node has id 7; declare it with node [ id 7 label "..." ] '
