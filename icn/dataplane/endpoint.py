@@ -249,27 +249,10 @@ class Endpoint:
         certificates fetched through this endpoint as needed; else ValidationError, and the Data
         is not returned (:mod:`icn.dataplane.validating`).
         """
-        if validator is not None:
-            dv = await self.express(
-                name,
-                lifetime_ms=lifetime_ms,
-                can_be_prefix=can_be_prefix,
-                must_be_fresh=must_be_fresh,
-                app_params=app_params,
-                signed=signed,
-                signer=signer,
-                sig_seq=sig_seq,
-                hop_limit=hop_limit,
-                forwarding_hint=forwarding_hint,
-                timeout=timeout,
-                retries=retries,
-                verify=verify,
-            )
-            return await validated(dv, validator, self.counters)
         if retries:
             if retries < 0:
                 raise EncodeError("retries must not be negative")
-            return await fetch(
+            dv = await fetch(
                 self,
                 as_name(name),
                 expiry_policy(lifetime_ms, timeout, retries),
@@ -283,6 +266,7 @@ class Endpoint:
                 hop_limit=hop_limit,
                 forwarding_hint=forwarding_hint,
             )
+            return dv if validator is None else await validated(dv, validator, self.counters)
         rec = self.start(
             name,
             lifetime_ms=lifetime_ms,
@@ -298,11 +282,12 @@ class Endpoint:
         rec.verify = verify
         try:
             async with asyncio.timeout(timeout):
-                return await rec.future
+                dv = await rec.future
         except TimeoutError:
             raise InterestTimeout(to_uri(rec.name), 1, timeout) from None
         finally:
             self.drop(rec)
+        return dv if validator is None else await validated(dv, validator, self.counters)
 
     def start(
         self,
