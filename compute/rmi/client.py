@@ -289,6 +289,8 @@ class Client:
         # the largest packet the path to each server prefix carries, asked of the forwarder
         # once (icn.dataplane.path_limit): arguments and results up to it ride whole
         self._path_limits: dict[bytes, int] = {}
+        # the questions about it in flight: calls made meanwhile share one, never ask twice
+        self._learning: dict[bytes, asyncio.Task[int]] = {}
 
     @classmethod
     async def connect(cls, uri: str | None = None, **options: Any) -> Client:
@@ -298,6 +300,8 @@ class Client:
         for session in self._sessions.values():
             session.end()
         self._sessions.clear()
+        for task in self._learning.values():
+            task.cancel()
         self.ep.close()
 
     async def __aenter__(self) -> Client:
@@ -362,7 +366,11 @@ class Client:
                     del self._sessions[prefix]
                     session.end()
                     session = None
-                if session is not None and session.packet_limit is None:
+                if (
+                    session is not None
+                    and session.packet_limit is None
+                    and self._needs_path(function, blob, private, session)
+                ):  # (small calls never ask: they ride in packets on any path)
                     session.packet_limit = await self._path_limit(prefix)
                 if session is not None and len(blob) <= session.inline_limit():
                     try:
@@ -376,12 +384,37 @@ class Client:
         except TimeoutError:
             raise Timeout(f"no result within {limit} s", function) from None
 
+    def _needs_path(
+        self, function: str, blob: bytes, private: bool, session: ClientSession
+    ) -> bool:
+        """Whether a session call must know its path first: arguments that only a local
+        packet carries, or a payload that would go in the session's memory file on one host
+        (large arguments, or a function whose answers came large)."""
+        if len(blob) > session.inline_limit():
+            return True
+        return not private and (len(blob) > MIN_SHARED or function in self._large_answers)
+
     async def _path_limit(self, prefix: bytes) -> int:
+        """The largest packet the path to ``prefix`` carries, asked of the forwarder once: two
+        management datasets, whose first answer costs this process and the forwarder the
+        import of python-ndn's models (about 0.2 s of CPU), so only calls that need it ask,
+        and calls made meanwhile share the question."""
         limit = self._path_limits.get(prefix)
-        if limit is None:
+        if limit is not None:
+            return limit
+        task = self._learning.get(prefix)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._ask_path_limit(prefix))
+            self._learning[prefix] = task
+        return await asyncio.shield(task)
+
+    async def _ask_path_limit(self, prefix: bytes) -> int:
+        try:
             limit = await path_packet_limit(self.ep, prefix)
-            if len(self._path_limits) < MAX_NAMES_KEPT:
-                self._path_limits[prefix] = limit
+        finally:
+            del self._learning[prefix]
+        if len(self._path_limits) < MAX_NAMES_KEPT:
+            self._path_limits[prefix] = limit
         return limit
 
     async def _probe_memo(
@@ -543,13 +576,6 @@ class Client:
                 return await self._session_call(
                     prefix, fn, function, blob, private, session, progress, started
                 )
-            if (
-                local is None
-                and env["s"] == "ok"
-                and len(env.get("r") or b"") > MIN_SHARED
-                and len(self._large_answers) < MAX_NAMES_KEPT
-            ):  # its next calls name a slot for the answer
-                self._large_answers.add(function)
             if env["s"] == "local" and local is not None and slot is not None:
                 length = env.get("n")
                 if not isinstance(length, int):
@@ -565,6 +591,12 @@ class Client:
             value = env.get("r")
             if not isinstance(value, bytes):
                 raise ProtocolError("answer without a result", function)
+            if (
+                local is None
+                and len(value) > MIN_SHARED
+                and len(self._large_answers) < MAX_NAMES_KEPT
+            ):  # a large answer, inline or polled: the function's next calls name a slot for it
+                self._large_answers.add(function)
             if env.get("enc"):
                 value = session.box.open(value, aad=aad)
             return unpack(value)
