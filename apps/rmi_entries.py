@@ -40,7 +40,16 @@ async def server(ctx: ServiceContext) -> None:
     if module == replica_functions.__name__:
         misbehave(ctx)
     ep = await ctx.endpoint()
-    rmi = RmiServer(ep, prefix, functions, config=config)
+    trust = ctx.trust  # (a trust block: answers signed naming this service's certificate)
+    rmi = RmiServer(
+        ep,
+        prefix,
+        functions,
+        config=config,
+        identity=None if trust is None else trust.identity,
+        certificate=None if trust is None else trust.cert,
+        validator=await ctx.validator(),
+    )
     await rmi.start()
     every = parse_duration(ctx.args.get("metrics_every", "0.5s"))
 
@@ -116,7 +125,15 @@ async def caller(ctx: WorkloadContext) -> None:
     vary = ctx.args.get("vary")
     if vary is not None and (not isinstance(vary, str) or not vary.isidentifier()):
         raise SystemExit(f"args.vary: expected the name of a keyword argument, got {vary!r}")
-    client = Client(await ctx.endpoint(), lifetime_ms=lifetime_ms, timeout=timeout)
+    trust = ctx.trust  # (a trust block: answers validated, the credential carries the cert)
+    client = Client(
+        await ctx.endpoint(),
+        lifetime_ms=lifetime_ms,
+        timeout=timeout,
+        identity=None if trust is None else trust.identity,
+        certificate=None if trust is None else trust.cert,
+        validator=await ctx.validator(),
+    )
     pending: dict[int, float] = {}  # call number -> when it was sent
     for n in range(_arg(ctx.args, "warmup", 0, int)):
         named = kwargs if vary is None else {**kwargs, vary: -1 - n}
@@ -161,6 +178,9 @@ async def caller(ctx: WorkloadContext) -> None:
             count=count,
         )
         ctx.log(f"made {made} calls; {client.polls} result polls")
+        if client.validator is not None:  # answers signed by the server's certificate
+            ctx.metric("answers_validated", client.validator.counters["trust.ok"])
+            ctx.metric("answers_refused", client.ep.counters["data_refused"])
     finally:
         for n, sent in sorted(pending.items()):  # the caller stops with these unanswered
             ctx.record(False, sent=sent, error="no answer")

@@ -36,16 +36,17 @@ async def producer(ctx: ServiceContext) -> None:
     prefix = str(ctx.args.get("prefix", ""))
     size = _arg(ctx.args, "size", 1024, int)
     freshness_ms = int(parse_duration(ctx.args.get("freshness", "10s")) * 1000)
-    template = DataTemplate(freshness=freshness_ms)
     payload = bytes(size)
     served = 0
+    ep = await ctx.endpoint()
+    # signed as the endpoint signs (with the process's certificate under a trust block)
+    template = DataTemplate(freshness=freshness_ms, signer=ep.signer)
 
     def answer(iv: InterestView, reply: Any) -> None:
         nonlocal served
         served += 1
         reply(template.build(iv.name, payload))
 
-    ep = await ctx.endpoint()
     await ep.serve(from_uri(prefix), answer)
     ctx.ready()
     try:
@@ -68,12 +69,15 @@ async def consumer(ctx: WorkloadContext) -> None:
     retries = _arg(ctx.args, "retries", 2, int)
     repeat = ctx.args.get("repeat")
     ep = await ctx.endpoint()
+    validator = await ctx.validator()  # (a trust block: every Data validated, else refused)
 
     async def one(n: int) -> None:
         name = prefix + generic(str(n))
         sent = time.time()
         try:
-            dv = await ep.express(name, lifetime_ms=lifetime_ms, retries=retries)
+            dv = await ep.express(
+                name, lifetime_ms=lifetime_ms, retries=retries, validator=validator
+            )
             ctx.record(True, time.time() - sent, sent=sent, nbytes=len(dv.wire))
         except InterestTimeout:
             ctx.record(False, sent=sent, error="timeout")
@@ -90,6 +94,9 @@ async def consumer(ctx: WorkloadContext) -> None:
         tail=lifetime_ms / 1000 * (retries + 1) + 0.5,
         stop=lambda: ep.closed,
     )
+    if validator is not None:  # what the trust block's validation did, for the report
+        ctx.metric("data_validated", validator.counters["trust.ok"])
+        ctx.metric("data_refused", ep.counters["data_refused"])
     ctx.log(f"sent {n} requests")
 
 

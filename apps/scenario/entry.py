@@ -25,10 +25,17 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from apps.loop import run_loop
+from apps.scenario.trust import ProcessTrust
 from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.handlers import Reply
+from icn.wire.packet import InterestView
+from icn.wire.signer import Signer
+
+if TYPE_CHECKING:
+    from icn.security.trust import Validator
 
 READY_MARK = "icn-scenario: ready"  # followed by the service's name
 SIGNAL_FAULT = signal.SIGUSR1  # what a scenario's ``signal`` fault sends
@@ -56,20 +63,67 @@ class ServiceContext:
     # how to reach the forwarder when not over ``transport`` (a co-located service's
     # in-memory face)
     connect: Connect | None = field(default=None, repr=False)
+    # a trust block's part for this process (apps.scenario.trust): its key, certificate,
+    # anchor and schema
+    trust: ProcessTrust | None = field(default=None, repr=False)
     _endpoint: Endpoint | None = field(default=None, repr=False)
+    _validator: Validator | None = field(default=None, repr=False)
     _out: IO[str] | None = field(default=None, repr=False)
     _buffer: list[str] = field(default_factory=list, repr=False)
     _last_flush: float = field(default_factory=time.monotonic, repr=False)
     _flush_timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     async def endpoint(self) -> Endpoint:
-        """The connection to this node's forwarder (made on first use, then shared)."""
+        """The connection to this node's forwarder (made on first use, then shared).  Under
+        a trust block, what it signs is signed with this process's certificate, which it
+        serves under its identity for validators to fetch."""
         if self._endpoint is None or self._endpoint.closed:
             if self.connect is not None:
-                self._endpoint = await self.connect()
+                ep = await self.connect()
             else:
-                self._endpoint = await Endpoint.connect(self.transport)
+                ep = await Endpoint.connect(self.transport)
+            if self.trust is not None:
+                await self._certify(ep, self.trust)
+            self._endpoint = ep
         return self._endpoint
+
+    @staticmethod
+    async def _certify(ep: Endpoint, trust: ProcessTrust) -> None:
+        from icn.security.certs import CertSigner
+
+        ep.signer = CertSigner.of(trust.identity, trust.cert)
+        wire = trust.cert.wire
+
+        def serve_cert(iv: InterestView, reply: Reply) -> None:
+            if trust.cert.name.startswith(iv.name):  # (its key name, or the whole name)
+                reply(wire)
+
+        await ep.serve(trust.cert.key_name, serve_cert)
+
+    def signer(self) -> Signer | None:
+        """What this process signs with: its certificate's signer under a trust block (the
+        endpoint's once made), else None (each layer's default)."""
+        if self.trust is None:
+            return None
+        from icn.security.certs import CertSigner
+
+        return CertSigner.of(self.trust.identity, self.trust.cert)
+
+    async def validator(self) -> Validator | None:
+        """The validator a consumer here checks fetched Data with: under a trust block that
+        validates, the run's schema and anchor, fetching certificates through this process's
+        endpoint (then cached); else None."""
+        if self.trust is None or not self.trust.validate:
+            return None
+        if self._validator is None:
+            from icn.dataplane.validating import cert_fetcher
+            from icn.security.trust import TrustSchema
+            from icn.security.trust import Validator as _Validator
+
+            ep = await self.endpoint()
+            schema = TrustSchema.from_text(self.trust.schema, f"{self.name}'s trust schema")
+            self._validator = _Validator(schema, [self.trust.anchor], fetch=cert_fetcher(ep))
+        return self._validator
 
     def ready(self) -> None:
         """Tell the launcher this service is serving; it waits for this before going on."""
@@ -202,6 +256,7 @@ def make_context(spec: dict[str, Any], connect: Connect | None = None) -> Servic
         "links": [(str(a), str(b)) for a, b in spec.get("links", [])],
         "results": Path(results) if results else None,
         "connect": connect,
+        "trust": ProcessTrust.from_spec(spec["trust"]) if spec.get("trust") else None,
     }
     if spec["kind"] == "workload":
         return WorkloadContext(

@@ -273,7 +273,28 @@ def parse_scenario(text: str, source: str = "<scenario>", check_entries: bool = 
     ]
     if problems:
         raise ScenarioError(source, problems)
-    return with_chaos(sc, source, root)
+    return with_identities(with_chaos(sc, source, root))
+
+
+def with_identities(sc: Scenario) -> Scenario:
+    """With a ``trust`` block, each process that serves (a service, or a workload that
+    announces) announces its identity too, so that routes reach the certificate it serves."""
+    if sc.trust is None:
+        return sc
+    from apps.scenario.trust import identity_name
+
+    def more(procs: list[Any], services: bool) -> list[Any]:
+        out = []
+        for proc in procs:
+            ident = identity_name(sc, proc.name)
+            if (services or proc.announce) and ident not in proc.announce:
+                proc = proc.model_copy(update={"announce": [*proc.announce, ident]})
+            out.append(proc)
+        return out
+
+    return sc.model_copy(
+        update={"services": more(sc.services, True), "workloads": more(sc.workloads, False)}
+    )
 
 
 def with_chaos(sc: Scenario, source: str, root: yaml.Node | None = None) -> Scenario:

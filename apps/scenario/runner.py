@@ -41,6 +41,7 @@ from apps.scenario.packed import NodePlan, Plan, packed_argv
 from apps.scenario.routing import compute_routes
 from apps.scenario.runs import RunRecord
 from apps.scenario.schema import FaultSpec, ProcessSpec, Scenario, ServiceSpec, WorkloadSpec
+from apps.scenario.trust import make_trust
 from icn.errors import ConfigError, IcnError
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,8 @@ class ScenarioRunner:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starts: dict[str, int] = {}
         self.live = results.LiveCounts()
+        # the run's CA, identities and schema (a trust block): made once, handed out in specs
+        self.trust = make_trust(sc) if sc.trust is not None else None
 
     # ---- events and time -------------------------------------------------------------------
 
@@ -287,6 +290,10 @@ class ScenarioRunner:
         self.results_path(proc.name).parent.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / "procs" / f"{proc.name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
+        if self.trust is not None:  # its private key inside: the file is its owner's alone
+            spec["trust"] = self.trust.material(proc.name)
+            path.touch(mode=0o600)
+            path.chmod(0o600)
         path.write_text(json.dumps(spec, indent=2))
         return path
 

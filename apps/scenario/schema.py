@@ -424,6 +424,19 @@ class InvariantSpec(_Strict):
     min_checks: int = Field(1, ge=1, description="fewer checks than this fails the run")
 
 
+class TrustSpec(_Strict):
+    """A CA made for the run: every service and workload gets an identity (``<ca>/<name>``)
+    and a certificate, every process the CA as its trust anchor, and a schema by which a
+    service's key may sign Data under the prefixes it announces (apps.scenario.trust)."""
+
+    ca: Prefix | None = Field(None, description="the CA's identity; left out: /<scenario name>")
+    validating: bool = Field(
+        True,
+        alias="validate",
+        description="consumers validate every Data they fetch (false: only sign)",
+    )
+
+
 class ReportSpec(_Strict):
     interval: Duration = Field(1.0, description="how often node counters are sampled")
     plots: bool = True
@@ -511,6 +524,9 @@ class Scenario(_Strict):
     faults: list[FaultSpec] = Field(default_factory=list)
     chaos: ChaosSpec | None = Field(None, description="random faults from a seed")
     report: ReportSpec = ReportSpec()
+    trust: TrustSpec | None = Field(
+        None, description="identities, certificates and a trust schema made for the run"
+    )
     placement: dict[str, PlacementSpec] = Field(
         default_factory=dict,
         description="ray backend only: node -> the Ray node label or custom resource it runs "

@@ -63,6 +63,7 @@ from icn.dataplane.handlers import Reply
 from icn.dataplane.path_limit import path_packet_limit
 from icn.dataplane.publish import SegmentedObject
 from icn.dataplane.segments import data_content, fetch_signed
+from icn.dataplane.validating import check_cached
 from icn.errors import (
     ConfigError,
     DecodeError,
@@ -75,6 +76,7 @@ from icn.errors import (
 from icn.security.certs import Certificate
 from icn.security.keys import Identity, verify_data, verify_hmac_data
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
+from icn.security.trust import Validator
 from icn.wire.name import component_ends, components, from_uri, to_uri
 from icn.wire.packet import DataView, InterestView
 from icn.wire.reflexive import new_rnp, reflexive_key, trigger_name
@@ -241,6 +243,7 @@ class Client:
         identity: Identity | None = None,
         certificate: Certificate | None = None,
         server_key: bytes | None = None,
+        validator: Validator | None = None,
         lifetime_ms: int = 2000,
         retries: int = 2,
         timeout: float = 60.0,
@@ -267,6 +270,22 @@ class Client:
         if server_key is not None:
             key = server_key
             self.verify = lambda dv: verify_data(dv, key)
+        # the one validator (a trust schema and anchors): every answer not signed by a session
+        # must come from a server whose certificate it accepts.  A call's first answer is
+        # validated with fetching (the server's chain is then cached); what follows from the
+        # same server (polled results, memo) is checked against the cache, without I/O.
+        self.validator = validator
+        self._answer_verify = self.verify
+        if validator is not None:
+            cached = check_cached(validator, ep.counters)
+            keyed = self.verify
+
+            def both(dv: DataView) -> None:
+                if keyed is not None:
+                    keyed(dv)
+                cached(dv)
+
+            self._answer_verify = both
         self.pure_functions: set[str] = set()  # learnt from answers: probe the memo first
         # learnt from answers: their calls go under /svc/_idem, where they may be cloned
         self.idempotent_functions: set[str] = set()
@@ -463,7 +482,11 @@ class Client:
 
         async def ask(retries: int) -> DataView:
             return await self.ep.express(
-                trigger, lifetime_ms=self.lifetime_ms, retries=retries, verify=self.verify
+                trigger,
+                lifetime_ms=self.lifetime_ms,
+                retries=retries,
+                verify=self.verify,
+                validator=self.validator,
             )
 
         try:
@@ -488,7 +511,9 @@ class Client:
             if agreed is not None:  # the calls waiting for the session go on, with or without
                 del self._agreeing[prefix]
                 agreed.set_result(None)
-        return await self._settle(env, exchange.result, self.verify, function, progress, started)
+        return await self._settle(
+            env, exchange.result, self._answer_verify, function, progress, started
+        )
 
     def _adopt_session(self, prefix: bytes, exchange: _Exchange, env: dict[str, Any]) -> None:
         """The first call's answer offered a session: derive its keys as the server did."""
@@ -735,7 +760,7 @@ class Client:
             return await fetch_signed(
                 self.ep,
                 name,
-                verify or self.verify,
+                verify or self._answer_verify,
                 lifetime_ms=self.lifetime_ms,
                 retries=self.retries,
                 must_be_fresh=True,

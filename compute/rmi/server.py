@@ -97,6 +97,7 @@ from icn.errors import (
     SecurityError,
     ValidationError,
 )
+from icn.security.certs import Certificate, CertSigner
 from icn.security.keys import Identity
 from icn.security.secretbox import CallKey, EphemeralKey, derive_key
 from icn.security.signed_interest import SignedInterest, read_signed_interest
@@ -175,6 +176,7 @@ class RmiServer:
         *,
         config: ServerConfig | None = None,
         identity: Identity | None = None,
+        certificate: Certificate | None = None,
         validator: Validator | None = None,
     ) -> None:
         self.ep = ep
@@ -189,7 +191,13 @@ class RmiServer:
         self.here = self.prefix if replica is None else self.prefix + replica_component(replica)
         self._hello_tail = b"" if replica is None else generic(replica)
         self.identity = identity or Identity.generate()
-        self.ep.signer = self.identity.signer()
+        # answers signed by the key alone (callers that pin it), or naming the certificate of
+        # it (callers that validate them against a trust schema fetch the chain by that name)
+        self.ep.signer = (
+            self.identity.signer()
+            if certificate is None
+            else CertSigner.of(self.identity, certificate)
+        )
         self.jobs = JobRunner()
         self.counters: Counter[str] = Counter()
         cfg = self.config

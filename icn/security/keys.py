@@ -91,6 +91,22 @@ class Identity:
         return cls(Ed25519PrivateKey.generate())
 
     @classmethod
+    def from_private_bytes(cls, raw: bytes) -> Identity:
+        """The identity of a raw 32-byte Ed25519 private key (:meth:`private_bytes`)."""
+        try:
+            return cls(Ed25519PrivateKey.from_private_bytes(raw))
+        except ValueError as exc:
+            raise ConfigError(f"not a raw Ed25519 private key: {exc}") from None
+
+    def private_bytes(self) -> bytes:
+        """The raw private key (32 bytes): for a launcher handing a process its key inline."""
+        return self._key.private_bytes(
+            serialization.Encoding.Raw,
+            serialization.PrivateFormat.Raw,
+            serialization.NoEncryption(),
+        )
+
+    @classmethod
     def load(cls, path: str | Path) -> Identity:
         """Read a key file written by :meth:`save`.  ConfigError if it is missing, unreadable,
         not an unencrypted Ed25519 PKCS#8 PEM key, or readable by others than its owner."""
