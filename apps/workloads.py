@@ -97,6 +97,9 @@ async def consumer(ctx: WorkloadContext) -> None:
     if validator is not None:  # what the trust block's validation did, for the report
         ctx.metric("data_validated", validator.counters["trust.ok"])
         ctx.metric("data_refused", ep.counters["data_refused"])
+        for key, value in sorted(validator.counters.items()):  # why: refused_schema...
+            if key.startswith("trust.refused_"):
+                ctx.metric("data_" + key.removeprefix("trust."), value)
     ctx.log(f"sent {n} requests")
 
 

@@ -126,8 +126,11 @@ def test_quickstart_on_ray(
     cluster: RayCluster, tmp_path: Path, state_dir: Path, cpu: CpuLoad
 ) -> None:
     out = tmp_path / "out"
-    # the file's p99 bounds scaled by the CPU budget (a Ray quickstart once missed its 500 ms)
-    proc, report = run_on_ray(cluster, shipped("quickstart.yaml", tmp_path, cpu), out)
+    # the file's p99 bounds scaled by the CPU budget (a Ray quickstart once missed its 500 ms),
+    # with a trust block: the run's identities reach the processes on their Ray nodes
+    path = shipped("quickstart.yaml", tmp_path, cpu)
+    path.write_text(path.read_text() + "trust: {}\n")
+    proc, report = run_on_ray(cluster, path, out)
     report = passed(proc, report)
     assert len(report["expectations"]) == 5  # the file's, all of them held
     assert "PASSED" in proc.stdout
@@ -137,6 +140,9 @@ def test_quickstart_on_ray(
         assert report["links"][link]["total_bytes"] > wl["ok"] * 1024
     caller = report["workloads"]["caller"]
     assert caller["ok"] >= 0.99 * caller["requests"] > 0
+    # every Data the consumer took was validated (the producer's certificate fetched from c)
+    took = report["metrics"]["processes"]["consumer"]
+    assert took["data_validated"] == wl["ok"] and took["data_refused"] == 0
     # spread: three nodes, three Ray nodes, 6363 on each
     placement = json.loads((out / "placement.json").read_text())
     assert sorted(p["address"] for p in placement.values()) == [n.address for n in cluster.nodes]
