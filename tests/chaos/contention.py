@@ -1,10 +1,11 @@
 """CPU contention for fault tests: busy processes started and stopped by PID, and a time scale.
 
-:class:`Contention` starts one busy process per core at normal priority (a Python loop with
-nothing else to do), so that whatever the test starts gets only a share of the CPU, as on a
-loaded machine.  Each busy process is stopped by its PID (SIGKILL, then reaped) when the
-contention ends; in case the test process itself dies first, each one also exits by itself when
-its parent is gone or after ``max_life`` seconds.
+:class:`Contention` starts a busy process per core that other test workers do not already
+load (:func:`saturating_processes`), at normal priority (a Python loop with nothing else to do),
+so that whatever the test starts gets only a share of the CPU, as on a loaded machine.  Each
+busy process is stopped by its PID (SIGKILL, then reaped) when the contention ends; in case the
+test process itself dies first, each one also exits by itself when its parent is gone or after
+``max_life`` seconds.
 
 :func:`time_scale` says how much slower the machine is now than when the session started: it
 times a fixed CPU-bound calibration loop now and compares it with the quickest run of the same
@@ -35,6 +36,17 @@ while os.getppid() == parent and time.monotonic() < end:
     for _ in range(200_000):
         pass
 """
+
+
+def saturating_processes() -> int:
+    """Busy processes that saturate the cores the other test workers do not already load: one
+    per core in a run of its own; under pytest-xdist, the cores less the other workers (at
+    least one).  With 4 workers on 2 cores the other 3 already compete for the cores, and a busy
+    process per core on top burnt a sixth of the suite's CPU (102 of ~610 CPU s in one run)
+    while it slowed every other test beside it, not the one under fault more."""
+    cores = os.cpu_count() or 1
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(1, cores - (workers - 1))
 
 
 def _calibration_round() -> float:
@@ -84,11 +96,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Contention:
-    """``with Contention() as c:`` ... one busy process per core (``processes`` to choose),
+    """``with Contention() as c:`` ... :func:`saturating_processes` busy processes
+    (``processes`` to choose),
     each stopped by its PID at the end, even when the body raised."""
 
     def __init__(self, processes: int | None = None, max_life: float = 900.0) -> None:
-        self.processes = processes or os.cpu_count() or 1
+        self.processes = processes or saturating_processes()
         self.max_life = max_life
         self.children: list[subprocess.Popen[bytes]] = []
 

@@ -14,15 +14,28 @@ from tests.chaos.contention import (
     baseline,
     cpu_seconds,
     measure,
+    saturating_processes,
     time_scale,
 )
 from tests.chaos.harness import CpuLoad
 
 
-def test_busy_processes_load_every_core_and_are_reaped() -> None:
+def test_busy_processes_load_the_cores_other_workers_leave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cores = os.cpu_count() or 1
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    assert saturating_processes() == cores  # a run of its own: every core
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(cores + 2))
+    assert saturating_processes() == 1  # more workers than cores: one, never none
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    assert saturating_processes() == cores
+
+
+def test_busy_processes_spin_and_are_reaped() -> None:
     with Contention() as contention:
         pids = contention.pids
-        assert len(pids) == (os.cpu_count() or 1)
+        assert len(pids) == saturating_processes()
         before = {pid: cpu_seconds(pid) for pid in pids}
         started = time.monotonic()
         # a whole core each on an idle machine; on a shared one (another suite, a compiler)
