@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from compute.collective.checks import ChunkCheck
 from compute.collective.combine import Part, check_parts, combine, part_pieces, read_part
 from compute.collective.errors import CollectiveError
 from compute.collective.fetch import fetch_one
@@ -29,6 +30,7 @@ from compute.collective.shared import SharedArena, SharedMaps
 from compute.collective.wire import Layout, chunk_lead, chunk_signer, encode_error
 from icn.dataplane.endpoint import Endpoint
 from icn.errors import InterestNack, InterestTimeout
+from icn.security.trust import Validator
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,14 @@ IN_FLIGHT_BYTES = 8 << 20
 
 
 class Aggregator:
-    """Serves the aggregator ``node`` of ``plan`` on ``ep`` (``await start()``)."""
+    """Serves the aggregator ``node`` of ``plan`` on ``ep`` (``await start()``).
+
+    ``signature``: how the chunks it publishes are signed (digest, null, or cert:
+    ``ep.signer``, a certificate signer).  ``validator`` (the project's one, built with
+    ``fetch=cert_fetcher(ep)``): every child's chunk is validated before it is folded; a
+    refused one is never folded: dropped, counted (``chunks_refused``), asked again past caches,
+    and after a few refusals the chunk is published as an error naming the refusal, which the
+    workers raise as a CollectiveError (:mod:`compute.collective.checks`)."""
 
     def __init__(
         self,
@@ -53,6 +62,7 @@ class Aggregator:
         max_in_flight: int = 16,
         signature: str = "digest",
         shared: bool = False,
+        validator: Validator | None = None,
     ) -> None:
         if not plan.is_aggregator(node):
             raise CollectiveError(f"{node!r} is not an aggregator of the plan", plan.job)
@@ -71,8 +81,9 @@ class Aggregator:
             keep_rounds=keep_rounds,
             on_missing=self._start,
             counters=self.counters,
-            signer=chunk_signer(signature, plan.job),
+            signer=chunk_signer(signature, plan.job, ep.signer),
         )
+        self.check = None if validator is None else ChunkCheck(validator, self.counters)
         self._tasks: set[asyncio.Task[None]] = set()
         self.max_in_flight = max_in_flight
         self._chunk_bytes = 8192  # learnt from the chunks pulled
@@ -95,6 +106,8 @@ class Aggregator:
         self.maps.close()
         if self.arena is not None:
             self.arena.close()
+        if self.check is not None:
+            self.check.close()
 
     def stats(self) -> dict[str, Any]:
         return {**self.counters, "bypassed": sorted(self.gone)}
@@ -197,6 +210,7 @@ class Aggregator:
                     lifetime_ms=self.lifetime_ms,
                     until=until,
                     counters=self.counters,
+                    check=self.check,
                 )
             except InterestTimeout:
                 raise CollectiveError(
@@ -218,6 +232,7 @@ class Aggregator:
                     until=loop.time() + wait,
                     counters=self.counters,
                     nack_gives_up=True,
+                    check=self.check,
                 )
                 self._heard[kid] = loop.time()
                 return read_part(content, f"aggregator {kid}", self.maps)

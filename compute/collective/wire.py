@@ -119,17 +119,33 @@ def payload_array(header: dict[str, Any], payload: memoryview) -> np.ndarray[Any
 
 # How chunks are signed: DigestSha256 by default (what NDN tools expect of a Data packet), or
 # NDN's NullSignature, which hashes nothing: no one in a collective verifies a chunk's digest
-# (links and sockets check integrity), and at 16 MiB the hashing was a fifth of a worker's CPU
+# (links and sockets check integrity), and at 16 MiB the hashing was a fifth of a worker's CPU.
+# "cert": the member endpoint's certificate signer (Ed25519, its KeyLocator naming a certified
+# key), for members that validate what they fetch (``validator=``, compute/collective/checks)
 SIGNATURES: dict[str, Signer] = {"digest": DIGEST_SHA256, "null": NULL_SIGNATURE}
+CERT = "cert"
 
 
-def chunk_signer(signature: str, job: str) -> Signer:
-    """The signer named ``signature``; CollectiveError naming the choices otherwise."""
+def chunk_signer(signature: str, job: str, endpoint_signer: Signer | None = None) -> Signer:
+    """The signer named ``signature``: ``"cert"`` is ``endpoint_signer`` (the member endpoint's
+    ``signer``), which must be a certificate signer; CollectiveError naming the fix otherwise."""
+    if signature == CERT:
+        from icn.security.certs import CertSigner
+
+        if not isinstance(endpoint_signer, CertSigner):
+            raise CollectiveError(
+                "signature 'cert': the member's endpoint has no certificate signer (its signer "
+                f"is {type(endpoint_signer).__name__}); give the process an identity and "
+                "certificate (ep.signer = CertSigner.of(identity, cert)) or use digest",
+                job,
+            )
+        return endpoint_signer
     try:
         return SIGNATURES[signature]
     except KeyError:
         raise CollectiveError(
-            f"signature {signature!r}: use digest (DigestSha256, the default) or null "
+            f"signature {signature!r}: use digest (DigestSha256, the default), cert (the "
+            "endpoint's certificate signer, for members that validate chunks) or null "
             "(NullSignature: nothing hashed, for links that check integrity)",
             job,
         ) from None

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from compute.collective.checks import ChunkCheck
 from compute.collective.combine import check_parts, read_part
 from compute.collective.errors import CollectiveError
 from compute.collective.fetch import fetch_many
@@ -26,6 +27,7 @@ from compute.collective.publisher import ChunkPublisher
 from compute.collective.shared import SharedArena, SharedMaps
 from compute.collective.wire import Layout, chunk_lead, chunk_signer
 from icn.dataplane.endpoint import Endpoint
+from icn.security.trust import Validator
 from icn.wire import tlv_types as T
 
 # A chunk fits one packet on any path (8800 bytes with name, header and signature); on faces
@@ -56,7 +58,14 @@ class Collective:
 
     ``mode="tree"`` reduces through the plan's aggregators (in the network, or one parameter
     server with :meth:`Plan.flat`); ``mode="ring"`` runs ring allreduce among the workers (no
-    aggregator).  ``deadline`` bounds each operation: past it, CollectiveError."""
+    aggregator).  ``deadline`` bounds each operation: past it, CollectiveError.
+
+    ``signature``: how this worker's chunks are signed (digest, null, or cert: ``ep.signer``,
+    a certificate signer).  ``validator`` (the project's one, built with
+    ``fetch=cert_fetcher(ep)``): every chunk this worker fetches (sums, other workers' chunks)
+    is validated before it is used; a refused one is dropped, counted (``chunks_refused``),
+    asked again past caches, and after a few refusals the operation fails with a
+    CollectiveError naming the refusal (:mod:`compute.collective.checks`)."""
 
     def __init__(
         self,
@@ -72,6 +81,7 @@ class Collective:
         keep_rounds: int = 4,
         signature: str = "digest",
         shared: bool = False,
+        validator: Validator | None = None,
     ) -> None:
         if worker not in plan.workers:
             raise CollectiveError(f"{worker!r} is not a worker of the plan", plan.job)
@@ -107,7 +117,8 @@ class Collective:
         # shared: allreduce's chunks go through a memory file (compute/collective/shared)
         self.arena = SharedArena(f"icn-w-{worker}", keep_rounds) if shared else None
         self.maps = SharedMaps()  # sums in shared memory, whatever ``shared`` is
-        signer = chunk_signer(signature, plan.job)
+        signer = chunk_signer(signature, plan.job, ep.signer)
+        self.check = None if validator is None else ChunkCheck(validator, self.counters)
         self.publisher = ChunkPublisher(
             ep,
             self.names.worker_prefix(worker),
@@ -136,6 +147,8 @@ class Collective:
         self.maps.close()
         if self.arena is not None:
             self.arena.close()
+        if self.check is not None:
+            self.check.close()
 
     async def __aenter__(self) -> Collective:
         await self.start()
@@ -314,6 +327,7 @@ class Collective:
             until=self._until() if until is None else until,
             counters=self.counters,
             what=what,
+            check=self.check,
         )
 
     async def _fetch_sum(
