@@ -13,11 +13,14 @@ As chunks arrive they are checked without I/O (``validate_cached``).  A chunk wh
 certificate is not cached yet starts one validation with fetching per missing key (a few at
 once, :data:`CHAIN_FETCHES`), and is asked again, not counted as bad: once the chain is cached
 the next copy passes.  A refused chunk is never combined or returned: it is dropped, counted
-(``chunks_refused``, and the validator's ``trust.refused_*``), and asked again with MustBeFresh so
-that a forged copy in a cache does not hide the real one.  After :data:`REFUSALS_TO_FAIL`
-refusals of the same chunk the operation fails with a CollectiveError naming the refusal (an
-aggregator publishes it as the chunk's error, so the workers see it); a deadline passed with a
-refused chunk names the refusal too.  Never is a refused chunk summed.
+(``chunks_refused``, and the validator's ``trust.refused_*``), and asked again with MustBeFresh
+so that a forged copy in a cache does not hide the real one (a forged copy that claims a long
+FreshnessPeriod still answers MustBeFresh: then the refusals fail the operation instead).
+After :data:`REFUSALS_TO_FAIL` refusals of the same chunk the operation fails with a
+CollectiveError naming the refusal (an aggregator publishes it as the chunk's error, so the
+workers see it); a deadline passed with a refused chunk names the refusal too.  A key whose
+chain was refused is not fetched again for :data:`REFUSAL_HOLD` seconds: its chunks are refused
+with the same reason meanwhile.  Never is a refused chunk summed.
 """
 
 from __future__ import annotations

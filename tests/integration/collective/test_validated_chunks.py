@@ -3,7 +3,8 @@ chunk they fetch (``validator=``, the project's one): an allreduce among certifi
 exact with every chunk validated and each signer's chain fetched once; a member signing with a
 key the anchor never certified, or certified outside the chunks' namespace, has its chunks
 refused and counted, and the run fails with a CollectiveError naming the refusal, never a wrong
-sum.  Two workers on forwarders ``a`` and ``b``, the aggregator ``ps`` on ``b``."""
+sum; and a forged copy of a chunk in a content store is refused and asked past, the genuine
+one summed.  Two workers on forwarders ``a`` and ``b``, the aggregator ``ps`` on ``b``."""
 
 from __future__ import annotations
 
@@ -18,14 +19,17 @@ import numpy as np
 import pytest
 
 from compute.collective import Aggregator, Collective, CollectiveError, Plan
-from compute.collective.wire import chunk_signer
+from compute.collective.names import JobNames
+from compute.collective.wire import Layout, chunk_signer, encode_chunk
 from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.validating import cert_fetcher
 from icn.security import certs
 from icn.security.certs import Certificate, CertSigner
 from icn.security.keys import Identity
 from icn.security.trust import TrustSchema, Validator
+from icn.wire.encode import make_data
 from icn.wire.name import from_uri, to_uri
+from icn.wire.packet import parse_data
 from tests.chaos.harness import CpuLoad
 from tests.integration.collective.net import Net
 from tests.waiting import wait_until
@@ -219,3 +223,26 @@ async def test_a_sum_signed_by_an_uncertified_aggregator_is_refused_by_the_worke
         # the forger's certificate was fetched once per worker, then its refusal held
         assert run.validators[coll.worker].counters["trust.fetch"] == 1
     await wait_until(lambda: run.fetched[ROOT] >= 1, cpu.budget(5))
+
+
+async def test_a_forged_copy_in_a_cache_does_not_block_the_genuine_chunk(run: Run) -> None:
+    people = {who: run.org.person(f"/org/ar/{who}") for who in (*WORKERS, ROOT)}
+    await run.start(people, chunk_bytes=4096, window=4)
+    data = arrays(1000)  # one chunk per worker
+    # a forger certified outside the chunks' namespace left w1's chunk of round 0, all
+    # 1000s, in the content store beside the aggregator
+    key, cert = run.org.person("/org/other/mallory")
+    forged = encode_chunk(
+        Layout.of(data["w1"], 4096).header("sum", 1), np.full_like(data["w1"], 1e3)
+    )
+    name = JobNames.piece(JobNames("/ar").worker_prefix("w1"), 0, 0)
+    wire = make_data(name, forged, signer=CertSigner.of(key, cert))
+    fw = run.net.daemons["b"].fw
+    assert fw.cs.insert(parse_data(wire), fw.clock())
+    results = await asyncio.gather(*(c.allreduce(data[c.worker]) for c in run.workers))
+    expected = run.plan.reference(data, "sum").tobytes()
+    assert all(r.tobytes() == expected for r in results)  # the genuine chunk was summed
+    assert run.aggregator is not None
+    agg = run.aggregator.counters
+    assert agg["chunks_refused"] == 1 and agg["chunks_validated"] == 2
+    assert run.validators[ROOT].counters["trust.refused_schema"] == 1
