@@ -233,7 +233,7 @@ async def test_a_forged_copy_in_a_cache_does_not_block_the_genuine_chunk(run: Ru
     # 1000s, in the content store beside the aggregator
     key, cert = run.org.person("/org/other/mallory")
     forged = encode_chunk(
-        Layout.of(data["w1"], 4096).header("sum", 1), np.full_like(data["w1"], 1e3)
+        Layout.of(data["w1"], 4096).header("sum", 1), np.full_like(data["w1"], 1e3).tobytes()
     )
     name = JobNames.piece(JobNames("/ar").worker_prefix("w1"), 0, 0)
     wire = make_data(name, forged, signer=CertSigner.of(key, cert))
