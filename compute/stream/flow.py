@@ -8,17 +8,27 @@ import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compute.stream.errors import StreamError
 from compute.stream.graph import SINKS, Graph, StreamId
 from compute.stream.instance import Instance
 from icn.dataplane.endpoint import Endpoint
 
+if TYPE_CHECKING:
+    from icn.security.trust import Validator
+
 
 class FlowRun:
     """The instances ``which`` (default: every instance) of ``graph``, each on an endpoint
     of its own from ``connect`` (a forwarder does not send an Interest back out of the face it
-    came in by, so two instances on one face could not read each other)."""
+    came in by, so two instances on one face could not read each other).
+
+    ``validator`` (opt-in): every batch an instance reads is handed over only once it accepts
+    it (:mod:`compute.stream.inlet`); it fetches missing certificates through its own
+    ``fetch`` (:func:`icn.dataplane.validating.cert_fetcher` of an endpoint here).  What the
+    instances publish is signed by their endpoint's ``signer`` (a
+    :class:`~icn.security.certs.CertSigner` for readers that validate)."""
 
     def __init__(
         self,
@@ -28,6 +38,7 @@ class FlowRun:
         *,
         state_dir: Path | None = None,
         register: bool = True,
+        validator: Validator | None = None,
     ) -> None:
         self.graph = graph
         self.connect = connect
@@ -36,6 +47,7 @@ class FlowRun:
             raise StreamError(f"{graph.source}: no operator to run here")
         self.state_dir = state_dir
         self.register = register
+        self.validator = validator
         self.instances: list[Instance] = []
         self.endpoints: list[Endpoint] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -55,8 +67,9 @@ class FlowRun:
             ep = await self.connect()
             self.endpoints.append(ep)
             inst = Instance(
-                self.graph, name, p, ep, state_dir=self.state_dir, register=self.register
-            )
+                self.graph, name, p, ep, state_dir=self.state_dir, register=self.register,
+                validator=self.validator,
+            )  # fmt: skip
             self.instances.append(inst)
             await inst.open()
         self._tasks = [asyncio.ensure_future(inst.run()) for inst in self.instances]

@@ -10,6 +10,19 @@ producer has not produced it yet, so it is asked again without shrinking the win
 (no route yet: the producer is starting) is retried after a pause that doubles.  What the
 inlet keeps: the order of hand-over, a reorder buffer bounded by the window, the end of the
 stream, and what an undecodable batch means (dropped, counted, asked again past caches).
+
+With a ``validator`` (opt-in; :mod:`compute.stream.validation`), each batch Data is handed over
+only if the project's one validator accepts it: its signature type, its KeyLocator, the trust
+schema (may that key sign that batch name?), the signature, and the signer's certificate chain
+up to a trust anchor, each certificate valid now.  The check is made without I/O as the batch
+arrives; a batch whose signer's chain is not cached yet starts one fetch of that chain (shared
+by the inlets of that validator, a few at once) and is asked again after a pause (counted
+``batches_awaiting_certificate``); once the chain is cached, the new copy passes.  A refused
+batch (a stranger's key, a name the schema does not give its signer, a forged signature, an
+expired certificate) is dropped, counted (``batches_refused``, and the validator's
+``trust.refused_*`` say why), logged the first few times, never handed over, and asked again
+past caches, so a forged copy in a content store does not block the real one.  Without a
+validator, batches are taken as they come, as before.
 """
 
 from __future__ import annotations
@@ -19,10 +32,12 @@ import contextlib
 import logging
 from collections import Counter
 from functools import partial
+from typing import TYPE_CHECKING
 
 from compute.stream.batch import NO_WATERMARK, Batch, decode_batch
 from compute.stream.errors import StreamError
 from compute.stream.names import FlowNames
+from compute.stream.validation import BatchCheck
 from icn.dataplane.endpoint import Endpoint, PendingInterest
 from icn.dataplane.fetcher import Fetcher, FetchPolicy, fetch
 from icn.dataplane.segments import data_content
@@ -30,6 +45,9 @@ from icn.errors import IcnError, InterestNack, InterestTimeout, TooManyPending
 from icn.rtt import RttOptions
 from icn.wire.name import to_uri
 from icn.wire.packet import DataView
+
+if TYPE_CHECKING:
+    from icn.security.trust import Validator
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +80,7 @@ class Inlet:
         max_window: int = 32,
         lifetime_ms: int = 2000,
         counters: Counter[str],
+        validator: Validator | None = None,
     ) -> None:
         self.ep = ep
         self.stream = stream
@@ -69,6 +88,8 @@ class Inlet:
         self.max_window = max_window
         self.lifetime_ms = lifetime_ms
         self.counters = counters
+        self.validator = validator
+        self._check = None if validator is None else BatchCheck(validator, counters)
         self.next_deliver = next_seq
         self.next_ask = next_seq
         self.watermark = NO_WATERMARK
@@ -96,6 +117,8 @@ class Inlet:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         self.fetcher.finish()  # drops what it still asks for
+        if self._check is not None:
+            self._check.close()
 
     async def get(self) -> Batch:
         """The next batch in sequence (after the last one: a synthetic empty ended batch)."""
@@ -177,6 +200,8 @@ class Inlet:
         return self.next_ask - 1
 
     def _arrived(self, seq: int, dv: DataView) -> bool:
+        if self._check is not None and not self._check.admits(dv):
+            return False  # refused, or its signer's chain is on its way: asked again, fresh
         try:
             batch = decode_batch(data_content(dv))
         except StreamError as exc:

@@ -15,7 +15,7 @@ import logging
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compute.stream.batch import (
     END_OF_TIME,
@@ -46,6 +46,9 @@ from compute.stream.sinks import Sink, make_sink
 from compute.stream.sourcelog import SourceLog
 from compute.stream.sources import Source, make_source
 from icn.dataplane.endpoint import Endpoint
+
+if TYPE_CHECKING:
+    from icn.security.trust import Validator
 
 log = logging.getLogger(__name__)
 REPORT_EVERY = 0.05  # seconds between progress reports to producers (when there is progress)
@@ -79,6 +82,7 @@ class Instance:
         *,
         state_dir: Path | None = None,
         register: bool = True,
+        validator: Validator | None = None,
     ) -> None:
         self.graph = graph
         self.name = name
@@ -86,6 +90,7 @@ class Instance:
         self.id = instance_id(name, partition)
         self.ep = ep
         self.register = register
+        self.validator = validator  # checks every batch read (compute.stream.inlet); opt-in
         self.counters: Counter[str] = Counter()
         self.op = graph.ops[name]
         settings = graph.settings
@@ -198,6 +203,7 @@ class Instance:
                 max_window=s.window,
                 lifetime_ms=max(1, round(s.lifetime * 1000)),
                 counters=self.counters,
+                validator=self.validator,
             )
             inlet.start()
             self.inlets.append(inlet)
