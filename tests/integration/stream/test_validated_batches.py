@@ -6,10 +6,12 @@ both of its partitions with the project's one validator (an LVS schema: the batc
 An honest producer's batches are all handed over, in order, its certificate fetched once over
 the network; a stranger's, a forger's, an expired one's, one certified for another operator
 and an unsigned one are never handed over, counted refused with the reason in the validator's
-counters; without a validator the same batches pass (the check is opt-in)."""
+counters; without a validator the same batches pass (the check is opt-in).  A forged copy of
+a batch is refused and the real one asked for past the content stores that kept the forgery."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections import Counter
@@ -272,3 +274,63 @@ async def test_without_a_validator_batches_are_taken_as_they_come(
     await with_flow(workdir, body)
     assert len(written(workdir)) == COUNT
     assert got["batches_refused"] == 0 and got["batches_awaiting_certificate"] == 0
+
+
+@pytest.mark.parametrize("chain", ["cached", "fetched for the forged copy"])
+async def test_a_forged_copy_is_refused_and_the_real_batch_asked_for_past_caches(
+    cpu: CpuLoad, chain: str
+) -> None:
+    from compute.stream.batch import encode_batches
+    from compute.stream.inlet import Inlet
+    from compute.stream.names import FlowNames
+    from icn.wire.encode import make_data
+
+    org = Org()
+    key, cert = org.person("/org/ops/gen")
+    forger = CertSigner(Identity.generate(), cert.key_name)  # claims gen's key, without it
+    stream = FlowNames("/org/flow").stream("gen", 0)
+    good = encode_batches([[1, None, "real"]], 5, True, limit=8000, previous_watermark=0)[0]
+    fake = encode_batches([[1, None, "fake"]], 5, True, limit=8000, previous_watermark=0)[0]
+    asked: Counter[str] = Counter()
+    net = await Net.start([("p", "c")])
+    try:
+        net.route("/org", "p")
+        producer = net.endpoint("p")
+        producer.signer = CertSigner.of(key, cert)
+
+        def answer(iv: InterestView, reply: Reply) -> None:
+            asked["batch"] += 1  # the forged copy first: the content stores on the way keep it
+            if asked["batch"] == 1:
+                reply(make_data(iv.name, fake, signer=forger))
+            else:
+                reply(producer.make_data(iv.name, good))
+
+        await producer.serve(stream, answer)
+        await producer.serve(cert.key_name, lambda iv, reply: reply(cert.wire))
+        validator = org.validator(net.endpoint("c"))
+        if chain == "cached":
+            await validator.validate_data(producer.make_data(stream + b"\x08\x01x", b""))
+        counters: Counter[str] = Counter()
+        inlet = Inlet(
+            net.endpoint("c"), stream, "r.0", counters=counters, max_window=1,
+            validator=validator,
+        )  # fmt: skip
+        inlet.start()
+        try:
+            async with asyncio.timeout(cpu.budget(10)):
+                batch = await inlet.get()
+        finally:
+            await inlet.close()
+    finally:
+        await net.stop()
+    assert batch.records == [[1, None, "real"]] and batch.end
+    # the forged copy was refused; asked again past the caches that held it, the producer
+    # answered with the real one
+    assert counters["batches_refused"] >= 1 and asked["batch"] >= 2
+    assert validator.counters["trust.refused_signature"] >= 1
+    assert counters["batches_in"] == 1
+    if chain == "cached":  # refused on arrival, no fetch: the next ask brings the real one
+        assert counters["batches_refused"] == 1 and asked["batch"] == 2
+        assert validator.counters["trust.fetch"] == 1  # (the one before the inlet started)
+    else:  # the forged copy's chain walk fetched; after a short pause, the real one's again
+        assert validator.counters["trust.fetch"] == 2
