@@ -81,13 +81,24 @@ async def flow(ctx: ServiceContext) -> None:
     if not which:
         raise ConfigError(f"args.graph: no operator is placed on node {node!r}")
 
+    # a trust block: the process's endpoint serves its certificate, each operator's endpoint
+    # signs its batches with it, and every inlet validates what it reads
+    signer = ctx.signer()
+    if signer is not None:
+        await ctx.endpoint()
+
     async def connect() -> Endpoint:
         if ctx.connect is not None:
-            return await ctx.connect()
-        return await Endpoint.connect(ctx.transport)
+            ep = await ctx.connect()
+        else:
+            ep = await Endpoint.connect(ctx.transport)
+        if signer is not None:
+            ep.signer = signer
+        return ep
 
     state_dir = None if graph.settings.state_dir else ctx.run_dir / "state" / ctx.name
-    run = FlowRun(graph, connect, which, state_dir=state_dir)
+    validator = await ctx.validator()
+    run = FlowRun(graph, connect, which, state_dir=state_dir, validator=validator)
     await run.start()
     for inst in run.instances:
         if inst.counters["restored"]:
@@ -99,6 +110,10 @@ async def flow(ctx: ServiceContext) -> None:
             totals = run.totals()
             for name in METRICS:
                 ctx.metric(f"stream_{name}", totals[name])
+            if validator is not None:  # batches validated at the inlets here, and refused
+                ctx.metric("stream_batches_in", totals["batches_in"])
+                ctx.metric("stream_batches_validated", validator.counters["trust.ok"])
+                ctx.metric("stream_batches_refused", totals["batches_refused"])
             if done and not run.sinks:
                 break
             if done:

@@ -122,7 +122,17 @@ class ServiceContext:
 
             ep = await self.endpoint()
             schema = TrustSchema.from_text(self.trust.schema, f"{self.name}'s trust schema")
-            self._validator = _Validator(schema, [self.trust.anchor], fetch=cert_fetcher(ep))
+            network = cert_fetcher(ep)
+            own = self.trust.cert
+
+            async def fetch(name: bytes) -> bytes | None:
+                # its own certificate from memory: this endpoint serves it, and a forwarder
+                # never sends an Interest back out of the face it came in on
+                if own.name.startswith(name):
+                    return own.wire
+                return await network(name)
+
+            self._validator = _Validator(schema, [self.trust.anchor], fetch=fetch)
         return self._validator
 
     def ready(self) -> None:

@@ -15,10 +15,10 @@ The schema, for a CA ``/quickstart`` and a service ``producer`` announcing ``/qu
     #CERT: "KEY"/_/_/_
     #ca: "quickstart"/#KEY
     #ca: "quickstart"/#CERT
-    #id_producer: "quickstart"/"producer"/#KEY <= #ca
-    #id_producer: "quickstart"/"producer"/#CERT <= #ca
-    #data_producer: "quickstart"/"data"/_ <= #id_producer
-    #data_producer: "quickstart"/"data"/_/_ <= #id_producer
+    #id_producer_0: "quickstart"/"producer"/#KEY <= #ca
+    #id_producer_0: "quickstart"/"producer"/#CERT <= #ca
+    #data_producer_0: "quickstart"/"data"/_ <= #id_producer_0
+    #data_producer_0: "quickstart"/"data"/_/_ <= #id_producer_0
     ...
 
 A LightVerSec pattern has a fixed number of components, so a service's Data rule is written
@@ -29,6 +29,7 @@ under a prefix nobody announced, or signed by another service's key, is refused.
 from __future__ import annotations
 
 import base64
+import re
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -76,9 +77,12 @@ def schema_text(sc: Scenario) -> str:
         f"#ca: {ca}/#KEY",
         f"#ca: {ca}/#CERT",
     ]
-    for proc in [*sc.services, *sc.workloads]:
+    for i, proc in enumerate([*sc.services, *sc.workloads]):
         ident = _literal(from_uri(identity_name(sc, proc.name)))
-        rule = f"#id_{proc.name}"
+        # (a rule's name is an identifier: a process's name may hold '-'; the number keeps
+        # flow-gw and flow_gw apart)
+        tag = f"{re.sub(r'[^A-Za-z0-9_]', '_', proc.name)}_{i}"
+        rule = f"#id_{tag}"
         lines += [f"{rule}: {ident}/#KEY <= #ca", f"{rule}: {ident}/#CERT <= #ca"]
         for prefix in proc.announce:
             if prefix == identity_name(sc, proc.name):
@@ -86,7 +90,7 @@ def schema_text(sc: Scenario) -> str:
             base = _literal(from_uri(prefix))
             for depth in range(1, MAX_DEPTH + 1):
                 tail = "/".join(["_"] * depth)
-                lines.append(f"#data_{proc.name}: {base}/{tail} <= {rule}")
+                lines.append(f"#data_{tag}: {base}/{tail} <= {rule}")
     return "\n".join(lines) + "\n"
 
 

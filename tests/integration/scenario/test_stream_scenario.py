@@ -25,6 +25,7 @@ def test_iceflow_sensors_scenario_raises_alerts_for_the_hot_sensors_only(
         "duration: 14s,", "duration: 10s,"
     )
     text = text.replace("{metric: alerts, min: 20}", "{metric: alerts, min: 12}")
+    text += "trust: {}\n"  # every batch an operator reads validated (the run's CA and schema)
     path = tmp_path / "sensors.yaml"
     path.write_text(text)
     proc, report = run_scenario(path, tmp_path / "out", "--no-plots", timeout=120)
@@ -36,3 +37,6 @@ def test_iceflow_sensors_scenario_raises_alerts_for_the_hot_sensors_only(
     # the listener stops first: the last windows' alerts may be published after it left
     assert totals["stream_records_out"] >= totals["alerts"] >= 12
     assert totals["stream_fn_errors"] == 0
+    # every batch read on either node was validated first, none refused
+    assert totals["stream_batches_validated"] >= totals["stream_batches_in"] > 0
+    assert totals["stream_batches_refused"] == 0
