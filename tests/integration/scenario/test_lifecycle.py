@@ -113,11 +113,15 @@ def test_quickstart_on_netns_leaves_no_namespace(
 ) -> None:
     before = set(_namespaces())
     path = shipped("quickstart.yaml", tmp_path, cpu)  # its p99 bounds scaled (one was 882 ms)
+    path.write_text(path.read_text() + "trust: {}\n")  # identities reach every namespace
     proc, report = run_scenario(path, tmp_path / "out", "--backend", "netns", "--no-plots")
     assert proc.returncode == 0 and report["passed"], proc.stdout + proc.stderr
     assert report["meta"]["backend"] == "netns"
     wl = report["workloads"]["consumer"]
     assert wl["ok"] > 0 and wl["success_ratio"] >= 0.99
+    # every Data validated: the producer's certificate fetched from c's namespace through b
+    took = report["metrics"]["processes"]["consumer"]
+    assert took["data_validated"] == wl["ok"] and took["data_refused"] == 0
     # the forwarders really were in their namespaces: configs listen on 0.0.0.0 there, and the
     # link faces point at the veth addresses
     assert all(report["links"][ln]["total_bytes"] > 0 for ln in ("a-b", "b-c"))
