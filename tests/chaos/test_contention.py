@@ -108,7 +108,7 @@ def test_a_fault_test_runs_quiet_and_saturated(
     assert cpu.budget(10) == 10 * cpu.scale  # measured again: never below the start's
     assert 1.0 <= at_start <= cpu.scale <= MAX_SCALE
     if cpu.kind == "saturated":
-        assert len(cpu.pids) == (os.cpu_count() or 1)
+        assert len(cpu.pids) == saturating_processes()
         assert all(os.path.exists(f"/proc/{pid}") for pid in cpu.pids)
     else:
         assert cpu.pids == []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import socket
 import subprocess
@@ -116,12 +117,21 @@ class Pushed:
 def udp_socket_state(port: int) -> tuple[int, int]:
     """(bytes queued, datagrams dropped) of the IPv4 UDP socket bound to ``port``."""
     want = f"{socket.htonl(0x7F000001):08X}:{port:04X}"
-    with open("/proc/net/udp") as f:
-        for line in f:
+    # The kernel writes /proc/net/udp a buffer at a time, finding its place again in the
+    # socket table at each read: sockets other tests open and close meanwhile can shift a line
+    # out of the listing (a suite run once lost the daemon's).  So: the table in one read, and
+    # a socket missing from three listings in a row is gone.
+    for _ in range(3):
+        fd = os.open("/proc/net/udp", os.O_RDONLY)
+        try:
+            text = os.read(fd, 1 << 22).decode()
+        finally:
+            os.close(fd)
+        for line in text.splitlines():
             parts = line.split()
             if len(parts) > 12 and parts[1] == want:
                 return int(parts[4].split(":")[1], 16), int(parts[-1])
-    raise AssertionError(f"no UDP socket on port {port} in /proc/net/udp")
+    raise AssertionError(f"no UDP socket on port {port} in /proc/net/udp (three listings)")
 
 
 def wait_queue_below(port: int, limit: int) -> None:
