@@ -430,6 +430,14 @@ class TrustSpec(_Strict):
     service's key may sign Data under the prefixes it announces (apps.scenario.trust)."""
 
     ca: Prefix | None = Field(None, description="the CA's identity; left out: /<scenario name>")
+
+    @field_validator("ca")
+    @classmethod
+    def _quotable(cls, v: str | None) -> str | None:
+        if v is not None and ('"' in v or "\\" in v):  # (a trust schema quotes each component)
+            raise ValueError(f"{v!r}: a CA name cannot hold a double quote or a backslash")
+        return v
+
     validating: bool = Field(
         True,
         alias="validate",

@@ -61,3 +61,10 @@ async def test_a_key_signs_under_its_own_prefixes_only() -> None:
         with pytest.raises(ValidationError):
             await validator.validate(data(name, who))
     assert validator.counters["trust.refused_schema"] == 4
+
+
+def test_a_ca_name_the_schema_cannot_quote_is_refused_naming_the_field() -> None:
+    from apps.scenario.loader import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"trust\.ca: .*double quote or a backslash"):
+        parse_scenario('name: t\nnodes: {a: {}}\ntrust: {ca: "/a/b\\\\"}\n', check_entries=False)
