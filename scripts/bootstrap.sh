@@ -29,6 +29,15 @@ if ! command -v mosquitto >/dev/null && [ ! -x /usr/sbin/mosquitto ] && [ "$(id 
     echo "bootstrap: installing mosquitto" >&2
     apt-get update -qq && apt-get install -y -qq mosquitto >/dev/null
 fi
+# packet captures are checked with Debian's tshark; the live scenario page is tested in Debian's
+# headless chromium (Playwright's own browser download needs the internet); both only as root
+for pkg in tshark chromium; do
+    if ! command -v "$pkg" >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "bootstrap: installing $pkg" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null \
+            || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null; }
+    fi
+done
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # the benchmarks' peers (gRPC, bytewax) too: the suite tests the benches' code against them
 extras='test,speed,torch,ray,bench'
