@@ -40,6 +40,14 @@ def fwd(
     face: Annotated[list[str], typer.Option(help="static face URI, repeatable")] = [],  # noqa: B006
     route: Annotated[list[str], typer.Option(help="PREFIX=FACE_URI static route")] = [],  # noqa: B006
     strategy: Annotated[list[str], typer.Option(help="PREFIX=NAME strategy choice")] = [],  # noqa: B006
+    metrics: Annotated[
+        str | None,
+        typer.Option(help="serve Prometheus /metrics on HOST:PORT, e.g. 127.0.0.1:9400 (0: any)"),
+    ] = None,
+    pcap: Annotated[
+        str | None,
+        typer.Option(help="capture every face's packets to this pcapng file (rotated at 64 MiB)"),
+    ] = None,
 ) -> None:
     """Run a forwarder daemon until SIGTERM or SIGINT (SIGUSR1 logs its counters)."""
     # apps.cli runs the same without typer when it can read the command line itself
@@ -53,6 +61,8 @@ def fwd(
         face=face,
         route=route,
         strategy=strategy,
+        metrics=metrics,
+        pcap=pcap,
     )
     run_fwd(opts)
 
@@ -80,7 +90,7 @@ def loadgen_produce(
     import signal
 
     from apps.loadgen import start_producer
-    from forwarder.config import parse_host_port
+    from icn.addr import parse_host_port
 
     try:
         host, port = parse_host_port(listen)
@@ -116,7 +126,7 @@ def loadgen_consume(
 ) -> None:
     """Fetch objects over UDP and print a JSON summary; exit 1 if any object failed."""
     from apps.loadgen import Consumer, object_names
-    from forwarder.config import parse_host_port
+    from icn.addr import parse_host_port
 
     try:
         addr = parse_host_port(remote)
@@ -179,6 +189,12 @@ def _add_trust(cli: typer.Typer) -> None:
     cli_trust.register(cli)
 
 
+def _add_pcap(cli: typer.Typer) -> None:
+    from apps import cli_pcap
+
+    cli_pcap.register(cli)
+
+
 # The commands each module adds, in the order `icn --help` lists them.
 LAZY_COMMANDS: tuple[tuple[frozenset[str], Callable[[typer.Typer], None]], ...] = (
     (frozenset({"scenario"}), _add_scenario),
@@ -187,6 +203,7 @@ LAZY_COMMANDS: tuple[tuple[frozenset[str], Callable[[typer.Typer], None]], ...] 
     (frozenset({"peek", "poke", "ping", "ping-server"}), _add_tools),
     (frozenset({"serve", "call"}), _add_rmi),
     (frozenset({"key", "cert"}), _add_trust),
+    (frozenset({"pcap"}), _add_pcap),
 )
 
 

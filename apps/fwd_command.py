@@ -38,6 +38,8 @@ class FwdOptions:
     face: list[str] = field(default_factory=list)
     route: list[str] = field(default_factory=list)
     strategy: list[str] = field(default_factory=list)
+    metrics: str | None = None
+    pcap: str | None = None
 
 
 # flag -> field, and how values are read: from the dataclass, so the parser cannot drift from it
@@ -88,6 +90,13 @@ def _split_pair(value: str, flag: str, example: str) -> tuple[str, str]:
     return left, right
 
 
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """A config section a flag adds to; one that is not a mapping is left for the checker to
+    report with its path, the flag's value then only replaces it."""
+    value = data.get(key)
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def build_fwd_config(
     config: Path | None,
     unix: str | None,
@@ -98,6 +107,8 @@ def build_fwd_config(
     face: list[str],
     route: list[str],
     strategy: list[str],
+    metrics: str | None = None,
+    pcap: str | None = None,
 ) -> ForwarderConfig:
     """Merge a config file (if any) with command-line flags; flags win."""
     from forwarder.config import config_from_dict, read_config_mapping
@@ -139,6 +150,10 @@ def build_fwd_config(
         prefix, name = _split_pair(s, "--strategy", "PREFIX=NAME, e.g. /sync=multicast")
         strategies.append({"prefix": prefix, "strategy": name})
     data["strategies"] = strategies
+    if metrics is not None:
+        data["metrics"] = {**_section(data, "metrics"), "listen": metrics}
+    if pcap is not None:
+        data["capture"] = {**_section(data, "capture"), "file": pcap}
     return config_from_dict(data, source)
 
 
@@ -157,6 +172,8 @@ def run_fwd(opts: FwdOptions) -> None:
             opts.face,
             opts.route,
             opts.strategy,
+            opts.metrics,
+            opts.pcap,
         )
         run_loop(run_daemon(cfg))
     except ConfigError as exc:

@@ -15,29 +15,12 @@ from typing import Any, Literal
 
 from forwarder.face.link_settings import ShaperConfig
 from forwarder.schema import Problem, SchemaError, Settings, fill, setting
+from icn.addr import parse_host_port
 from icn.errors import ConfigError
 from icn.wire import tlv_types as T
 from icn.wire.name import from_uri
 
 LogLevel = Literal["debug", "info", "warning", "error"]
-
-
-def parse_host_port(value: str, default_port: int = 6363) -> tuple[str, int]:
-    """``HOST:PORT`` (IPv6 as ``[::1]:PORT``); raises ValueError with the expected form."""
-    host, sep, port_s = value.rpartition(":")
-    if not sep:
-        host, port_s = value, str(default_port)
-    host = host.strip("[]")
-    try:
-        ipaddress.ip_address(host)
-        port = int(port_s)
-    except ValueError:
-        raise ValueError(
-            f"{value!r} is not HOST:PORT with a numeric IP, e.g. 127.0.0.1:6363"
-        ) from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port {port} out of range 0-65535")
-    return host, port
 
 
 def _check_face_uri(v: str) -> str:
@@ -150,6 +133,29 @@ class LocalhopSecurity(Settings):
     cache_entries: int = setting(default=256, ge=1)  # certificates kept once validated
 
 
+def _check_listen(v: str) -> str:
+    if not v.rpartition(":")[1]:
+        raise ValueError(f"{v!r} has no port; write HOST:PORT, e.g. 127.0.0.1:9400 (0: any free)")
+    parse_host_port(v)
+    return v
+
+
+class MetricsConfig(Settings):
+    """Prometheus ``/metrics`` of this forwarder (none unless ``listen`` is set).  The endpoint
+    is unauthenticated, like every exporter's: keep it on loopback or a monitoring network."""
+
+    listen: str | None = setting(default=None, check=_check_listen)  # HOST:PORT
+
+
+class CaptureConfig(Settings):
+    """A packet capture of every face (pcapng, one interface per face; none unless ``file``)."""
+
+    file: str | None = None  # path of the capture; rotated files get .1, .2, ...
+    # a file that passes this size is rotated; the oldest of ``files`` is dropped
+    max_bytes: int = setting(default=64 * 1024 * 1024, ge=64 * 1024)
+    files: int = setting(default=2, ge=1, le=1000)
+
+
 class TablesConfig(Settings):
     fib_max_entries: int = setting(default=100_000, ge=1)
     pit_max_entries: int = setting(default=100_000, ge=1)
@@ -187,6 +193,8 @@ class ForwarderConfig(Settings):
     )
     # the trust policy that lets /localhop/nfd/rib commands in; none: they are refused
     localhop_security: LocalhopSecurity | None = None
+    metrics: MetricsConfig = setting(default_factory=MetricsConfig)
+    capture: CaptureConfig = setting(default_factory=CaptureConfig)
     # IP networks whose UDP/TCP peers get local scope (/localhost, management)
     local_networks: list[str] = setting(
         default_factory=lambda: ["127.0.0.0/8", "::1/128"], check=_check_networks

@@ -19,13 +19,12 @@ import socket
 import stat
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forwarder.config import (
     NFD_SOCKET,
     ForwarderConfig,
     default_unix_socket,
-    parse_host_port,
 )
 from forwarder.face.face import Face
 from forwarder.face.face_table import FaceTable
@@ -34,9 +33,14 @@ from forwarder.mgmt.manager import install_management
 from forwarder.mgmt.mgmt_face import ManagementFace
 from forwarder.mgmt.rib import ORIGIN_STATIC, ROUTE_CHILD_INHERIT, Rib, Route
 from forwarder.table.limits import TableLimits
+from icn.addr import parse_host_port
 from icn.errors import ConfigError, FaceError
 from icn.log import setup_logging
 from icn.wire.name import from_uri
+
+if TYPE_CHECKING:
+    from forwarder.observe.capture import PacketCapture
+    from icn.observe.endpoint import MetricsEndpoint
 
 log = logging.getLogger("forwarder")
 
@@ -124,6 +128,8 @@ class ForwarderDaemon:
         self._stopped: asyncio.Event | None = None
         self._signals = False
         self.listen_uris: list[str] = []
+        self.capture: PacketCapture | None = None
+        self.metrics: MetricsEndpoint | None = None
 
     def _face_closed(self, face_id: int) -> None:
         # The forwarder drops the face's PIT records and FIB hops; the RIB its routes (an app
@@ -139,6 +145,8 @@ class ForwarderDaemon:
         loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
         try:
+            if cfg.capture.file:
+                self._open_capture()  # first: every face, the first packet included
             for prefix_cfg in cfg.strategies:
                 self.fw.set_strategy(from_uri(prefix_cfg.prefix), prefix_cfg.strategy)
             self.mgmt = install_management(self, localhop=cfg.localhop_security)
@@ -168,11 +176,17 @@ class ForwarderDaemon:
                         f"routes: FIB is full ({cfg.tables.fib_max_entries} entries); "
                         "raise tables.fib_max_entries"
                     )
+            if cfg.metrics.listen:
+                # imported here: prometheus-client stays out of a daemon that serves no metrics
+                from forwarder.observe.metrics import serve_forwarder_metrics
+
+                self.metrics = await serve_forwarder_metrics(self, cfg.metrics.listen)
+                log.info("metrics on %s", self.metrics.url)
         except FaceError as exc:
-            self.faces.close()
+            self._close_io()
             raise ConfigError(str(exc)) from None
         except BaseException:
-            self.faces.close()
+            self._close_io()
             raise
         if signals:
             self._signals = True
@@ -194,6 +208,24 @@ class ForwarderDaemon:
         if unix and os.path.abspath(unix) != NFD_SOCKET:
             path = os.path.abspath(unix)
             log.info("point NDN apps here with NDN_CLIENT_TRANSPORT=unix://%s", path)
+
+    def _open_capture(self) -> None:
+        from forwarder.observe.capture import open_capture
+
+        path = self.config.capture.file
+        try:
+            self.capture = open_capture(self.config.capture, self.counters)
+        except OSError as exc:
+            raise ConfigError(
+                f"capture.file: cannot write {path}: {exc.strerror}; choose a writable path"
+            ) from None
+        self.capture.attach(self.faces)
+        log.info("capturing every face's packets to %s", path)
+
+    def _close_io(self) -> None:
+        self.faces.close()
+        if self.capture is not None:
+            self.capture.close()
 
     def _schedule_tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -248,10 +280,14 @@ class ForwarderDaemon:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) if self._signals else ():
             with contextlib.suppress(ValueError, RuntimeError):
                 loop.remove_signal_handler(sig)
+        if self.metrics is not None:
+            await self.metrics.close()
         self.faces.close()
         if self.mgmt is not None:
             self.mgmt.dispatcher.close()
         await asyncio.sleep(0)  # let transports finish closing
+        if self.capture is not None:
+            self.capture.close()  # after the faces: their last packets are in the file
         self.log_counters()
         log.info("forwarder stopped")
 

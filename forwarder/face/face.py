@@ -21,6 +21,9 @@ from forwarder.face.shaper import CallLater, Shaper, ShaperConfig
 from forwarder.face.transport import Transport
 from forwarder.face_api import PacketSink
 
+# a packet tap's view of one link packet: the face, inbound (True) or outbound, the bytes
+Tap = Callable[["Face", bool, bytes], None]
+
 
 class Face:
     """One link to one peer (or one local app)."""
@@ -50,6 +53,9 @@ class Face:
             congestion_interval=congestion_interval,
         )
         self.link.output = transport.send
+        # where link packets leave towards the transport: its send, or a capture's wrapper of it
+        self._to_transport: Callable[[bytes], None] = transport.send
+        self._tap: Tap | None = None
         # called once with this face when it closes, whatever the cause; the FaceTable sets it
         self.on_closed: Callable[[Face], object] | None = None
         self._shaper: Shaper | None = None
@@ -158,11 +164,11 @@ class Face:
             self._shaped_dropped += self._shaper.dropped
             self._shaper = None
         if config is None:
-            self.link.output = self.transport.send
+            self.link.output = self._to_transport
             return None
         shaper = Shaper(
             config,
-            self.transport.send,
+            self._to_transport,
             counters=self.transport.counters,
             call_later=call_later,
             clock=clock,
@@ -170,6 +176,35 @@ class Face:
         self._shaper = shaper
         self.link.output = shaper.send
         return shaper
+
+    def set_tap(self, tap: Tap | None) -> None:
+        """Show ``tap`` every link packet this face receives and sends (after its shaper: what
+        the transport carries), or stop (None).  Only a tapped face pays for it: the tap is
+        spliced into the receive and send callbacks, no test on the untapped path."""
+        self._tap = tap
+        receive = self.link.receive
+        send = self.transport.send
+        if tap is None:
+            self._to_transport = send
+            inbound = receive
+        else:
+
+            def tapped_send(wire: bytes) -> None:
+                tap(self, False, wire)
+                send(wire)
+
+            def tapped_receive(wire: bytes) -> None:
+                tap(self, True, wire)
+                receive(wire)
+
+            self._to_transport = tapped_send
+            inbound = tapped_receive
+        if not self.transport.closed:
+            self.transport.bind(inbound, self._transport_closed)
+        if self._shaper is not None:
+            self._shaper.set_output(self._to_transport)
+        else:
+            self.link.output = self._to_transport
 
     def close(self) -> None:
         """Close the transport; ``on_closed`` runs once, now or when the transport reports it."""

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from forwarder.face.face import Face
+from forwarder.face.face import Face, Tap
 from forwarder.face.stream import DEFAULT_SEND_LIMIT, StreamListener, connect_stream
 from forwarder.face.udp import UdpListener, connect_udp
 from forwarder.face.uri import FaceUri, IpNetwork, in_networks, parse_face_uri, peer_host
@@ -53,6 +53,8 @@ class FaceTable:
         self.on_face_closed = on_face_closed
         self._sink = sink
         self._faces: dict[int, Face] = {}
+        # a packet capture's tap, spliced into every face as it joins (None: no capture)
+        self.tap: Tap | None = None
         self._next_id = FIRST_FACE_ID
         self.listeners: list[Listener] = []
 
@@ -87,6 +89,8 @@ class FaceTable:
                 face.set_scope(in_networks(host, self.local_networks))
         face.sink = self._sink
         face.on_closed = self._face_closed
+        if self.tap is not None:
+            face.set_tap(self.tap)
         self._faces[face_id] = face
         self.counters["face.created"] += 1
         log.info("face %d up: %s <-> %s", face_id, face.local_uri, face.remote_uri)

@@ -107,6 +107,10 @@ class Shaper:
     def pending(self) -> int:
         return len(self._heap)
 
+    def set_output(self, output: Callable[[bytes], None]) -> None:
+        """Send shaped packets to ``output`` from now on (a capture tapped the face)."""
+        self._output = output
+
     def send(self, wire: bytes) -> None:
         if self._closed:
             return

@@ -1,0 +1,1 @@
+"""What a forwarder shows of itself: its Prometheus metrics and its packet capture."""

@@ -1,0 +1,1 @@
+"""What a process shows of itself while it runs: its metrics endpoint."""
