@@ -21,8 +21,9 @@ from forwarder.face.shaper import CallLater, Shaper, ShaperConfig
 from forwarder.face.transport import Transport
 from forwarder.face_api import PacketSink
 
-# a packet tap's view of one link packet: the face, inbound (True) or outbound, the bytes
-Tap = Callable[["Face", bool, bytes], None]
+# what a packet tap sees of one face: a hook for each link packet received, one for each sent
+PacketHook = Callable[[bytes], None]
+Tap = Callable[["Face"], tuple[PacketHook, PacketHook]]
 
 
 class Face:
@@ -178,9 +179,10 @@ class Face:
         return shaper
 
     def set_tap(self, tap: Tap | None) -> None:
-        """Show ``tap`` every link packet this face receives and sends (after its shaper: what
-        the transport carries), or stop (None).  Only a tapped face pays for it: the tap is
-        spliced into the receive and send callbacks, no test on the untapped path."""
+        """Show ``tap``'s hooks for this face every link packet it receives and sends (after
+        its shaper: what the transport carries), or stop (None).  Only a tapped face pays for
+        it: the hooks are spliced into the receive and send callbacks, no test on the path of
+        an untapped face."""
         self._tap = tap
         receive = self.link.receive
         send = self.transport.send
@@ -188,13 +190,14 @@ class Face:
             self._to_transport = send
             inbound = receive
         else:
+            on_receive, on_send = tap(self)
 
             def tapped_send(wire: bytes) -> None:
-                tap(self, False, wire)
+                on_send(wire)
                 send(wire)
 
             def tapped_receive(wire: bytes) -> None:
-                tap(self, True, wire)
+                on_receive(wire)
                 receive(wire)
 
             self._to_transport = tapped_send

@@ -68,29 +68,28 @@ def interface_description(name: str, description: str) -> bytes:
     return _block(IDB, struct.pack("<HHI", LINKTYPE_PPP, 0, 0) + options)
 
 
-_EPB_HEAD = struct.Struct("<IIIIIII")  # type, length, interface, ts high, ts low, caplen, len
+# An Enhanced Packet Block around an NDN packet is: EPB_HEAD (type, length, interface, time
+# high and low, captured and original length, then PPP 0x0077), the packet, and EPB_TAILS[...]
+# (padding to 4 bytes, the direction option, the end of options) and the length again.  Kept as
+# templates so a capture builds a block with one struct call and three appends.
+EPB_HEAD = struct.Struct("<7I2s")
+EPB_OVERHEAD = EPB_HEAD.size + 12 + 4  # without the packet and its padding
 _FLAGS_IN = _option(_EPB_FLAGS, struct.pack("<I", _INBOUND)) + _option(_OPT_END, b"")
 _FLAGS_OUT = _option(_EPB_FLAGS, struct.pack("<I", _OUTBOUND)) + _option(_OPT_END, b"")
+# indexed by padding (0-3) + 4 for inbound
+EPB_TAILS = tuple(b"\0" * (i % 4) + (_FLAGS_IN if i >= 4 else _FLAGS_OUT) for i in range(8))
+U32 = struct.Struct("<I")
 
 
 def enhanced_packet(interface: int, micros: int, inbound: bool, packet: bytes) -> bytes:
     """An Enhanced Packet Block: ``packet`` (an NDN link packet) as a PPP frame, whole."""
-    frame_len = len(packet) + 2
-    padding = _pad(frame_len)
-    options = _FLAGS_IN if inbound else _FLAGS_OUT
-    total = 32 + frame_len + padding + len(options)
-    return b"".join(
-        (
-            _EPB_HEAD.pack(
-                EPB, total, interface, micros >> 32, micros & 0xFFFFFFFF, frame_len, frame_len
-            ),
-            PPP_NDN,
-            packet,
-            b"\0" * padding,
-            options,
-            struct.pack("<I", total),
-        )
+    n = len(packet)
+    pad = -(n + 2) & 3
+    total = EPB_OVERHEAD + n + pad
+    head = EPB_HEAD.pack(
+        EPB, total, interface, micros >> 32, micros & 0xFFFFFFFF, n + 2, n + 2, PPP_NDN
     )
+    return head + packet + EPB_TAILS[pad + 4 * inbound] + U32.pack(total)
 
 
 @dataclass(frozen=True)

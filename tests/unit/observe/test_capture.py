@@ -13,6 +13,7 @@ import pytest
 
 from apps.cli_pcap import describe
 from forwarder.observe.capture import PacketCapture
+from forwarder.observe.capture_file import CaptureFile
 from icn.errors import DecodeError
 from icn.wire import tlv_types as T
 from icn.wire.encode import make_data, make_interest
@@ -31,6 +32,7 @@ from icn.wire.pcapng import (
 class FakeFace:
     def __init__(self, face_id: int, remote: str) -> None:
         self.face_id = face_id
+        self.link = self  # the capture reads the id where Face keeps it: face.link.face_id
         self.remote_uri = remote
         self.local_uri = "udp4://127.0.0.1:6363"
 
@@ -84,10 +86,12 @@ def test_capture_writes_an_interface_per_face_and_both_directions(tmp_path: Path
     counters: Counter[str] = Counter()
     cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 2, counters)
     a, b = FakeFace(257, "udp4://10.0.0.2:6363"), FakeFace(258, "unix:///tmp/app.sock")
-    cap.packet(a, True, interest("/x"))  # type: ignore[arg-type]
-    cap.packet(b, False, interest("/x"))  # type: ignore[arg-type]
-    cap.packet(b, True, make_data(from_uri("/x"), b"hi"))  # type: ignore[arg-type]
-    cap.close()
+    a_in, _a_out = cap.hooks(a)  # type: ignore[arg-type]
+    b_in, b_out = cap.hooks(b)  # type: ignore[arg-type]
+    a_in(interest("/x"))
+    b_out(interest("/x"))
+    b_in(make_data(from_uri("/x"), b"hi"))
+    cap.close()  # hands the batch over and waits for the writer process to finish the file
     pkts = read(tmp_path / "c.pcapng")
     assert [(p.interface.name, p.inbound) for p in pkts] == [
         ("udp4://10.0.0.2:6363", True),
@@ -96,25 +100,40 @@ def test_capture_writes_an_interface_per_face_and_both_directions(tmp_path: Path
     ]
     assert [describe(p).type for p in pkts] == ["INTEREST", "INTEREST", "DATA"]
     assert counters["capture.packets"] == 3 and counters["capture.not_written"] == 0
-    cap.packet(a, True, interest("/late"))  # type: ignore[arg-type]
+    assert counters["capture.bytes"] > 0
+    a_in(interest("/late"))
+    cap.flush()
     assert counters["capture.not_written"] == 1
 
 
+def records(n: int, size: int = 1000) -> list[tuple[int, bool, int, bytes]]:
+    payload = b"x" * size
+    return [
+        (
+            257,
+            i % 2 == 0,
+            1_700_000_000_000_000_000 + i * 1000,
+            make_data(from_uri(f"/r/{i}"), payload),
+        )
+        for i in range(n)
+    ]
+
+
 def test_rotation_keeps_every_packet_and_at_most_files_files(tmp_path: Path) -> None:
-    counters: Counter[str] = Counter()
     path = tmp_path / "c.pcapng"
-    cap = PacketCapture(str(path), 64 * 1024, 3, counters)
-    face = FakeFace(257, "udp4://10.0.0.2:6363")
-    payload = b"x" * 1000
-    for i in range(300):  # ~320 KB: five files' worth, three kept
-        cap.packet(face, i % 2 == 0, make_data(from_uri(f"/r/{i}"), payload))  # type: ignore[arg-type]
-        if i % 10 == 0:
-            cap.flush()
+    cap = CaptureFile(str(path), 64 * 1024, 3)
+    recs = records(300)  # ~320 KB: five files' worth, three kept
+    for i in range(0, 300, 10):
+        cap.write(
+            [(257, "udp4://10.0.0.2:6363", "udp4://0.0.0.0:6363")] if i == 0 else [],
+            recs[i : i + 10],
+        )
     cap.close()
     files = sorted(tmp_path.iterdir())
     assert [f.name for f in files] == ["c.pcapng", "c.pcapng.1", "c.pcapng.2"]
     assert all(f.stat().st_size <= 64 * 1024 for f in files)
-    assert counters["capture.rotations"] >= 4 and counters["capture.not_written"] == 0
+    assert cap.totals.rotations >= 4 and cap.totals.not_written == 0
+    assert cap.totals.written == 300
     names = [describe(p).name for f in reversed(files) for p in read(f)]
     # the kept files hold the newest packets, in order, none missing between them
     first = int(names[0].rsplit("/", 1)[1])
@@ -123,16 +142,14 @@ def test_rotation_keeps_every_packet_and_at_most_files_files(tmp_path: Path) -> 
 
 
 def test_a_failed_write_counts_the_packets_and_the_capture_goes_on(tmp_path: Path) -> None:
-    counters: Counter[str] = Counter()
-    cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 1, counters)
-    face = FakeFace(257, "udp4://10.0.0.2:6363")
-    cap.packet(face, True, interest("/a"))  # type: ignore[arg-type]
+    cap = CaptureFile(str(tmp_path / "c.pcapng"), 1 << 20, 1)
+    cap.write([(257, "udp4://10.0.0.2:6363", "x")], records(2))
     assert cap._fd is not None
     os.close(cap._fd)  # the disk went away under us
     cap._fd = os.open("/dev/full", os.O_WRONLY)
-    cap.packet(face, True, interest("/b"))  # type: ignore[arg-type]
-    cap.flush()  # ENOSPC
-    assert counters["capture.not_written"] == 2
+    cap.write([], records(3))  # ENOSPC
+    assert cap.totals.not_written == 3 and cap.totals.written == 2
+    assert isinstance(cap.error, OSError)
     cap.close()
 
 
