@@ -62,6 +62,12 @@ def run(
         Path | None, typer.Option(help="directory for the report, plots and logs")
     ] = None,
     plots: Annotated[bool, typer.Option(help="write PNG plots")] = True,
+    ui: Annotated[
+        str | None,
+        typer.Option(
+            help="serve the live page on [HOST:]PORT while the run lasts (HOST 127.0.0.1; 0: any)"
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario: a live view while it runs, then a summary, report.json and plots."""
     from apps.scenario.chaos import plan_lines
@@ -118,11 +124,19 @@ def run(
                 progress.update(bar, completed=min(sc.duration, runner.now()), stats=stats)
                 await asyncio.sleep(0.25)
 
+        page = None
+        if ui is not None:
+            from apps.scenario.ui.server import LiveSource, start_ui
+
+            page = await start_ui(LiveSource(runner), ui)
+            progress.console.print(f"live page: {page.url}", highlight=False)
         ticker = asyncio.ensure_future(tick())
         try:
             return await runner.run()
         finally:
             ticker.cancel()
+            if page is not None:
+                await page.close()
 
     try:
         with progress:
@@ -130,14 +144,85 @@ def run(
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print(f"[yellow]interrupted[/]: every process stopped; logs in {out_dir}/logs")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except ConfigError as exc:  # e.g. --ui on a port that is taken
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
     except (ScenarioFailed, IcnError, OSError) as exc:
         console.print(f"[red]error[/]: {exc}\nlogs in {out_dir}/logs")
         raise typer.Exit(EXIT_FAILED) from None
     render_summary(report, console)
     paths = write_report(report, out_dir, plots=plots)
+    paths.append(write_timeline(runner, out_dir))
     console.print("wrote " + ", ".join(str(p) for p in paths))
     if not report.get("passed", True):
         raise typer.Exit(EXIT_FAILED)
+
+
+def write_timeline(runner: Any, out_dir: Path) -> Path:
+    """``timeline.json``: what ``icn scenario view`` replays."""
+    import json
+
+    from apps.scenario.ui.model import TIMELINE_FILE
+    from apps.scenario.ui.server import timeline
+
+    path = out_dir / TIMELINE_FILE
+    path.write_text(json.dumps(timeline(runner)))
+    return path
+
+
+@scenario_app.command("view")
+def view(
+    run_dir: Annotated[
+        Path, typer.Argument(help="a run's output directory (it has timeline.json)")
+    ],
+    ui: Annotated[
+        str, typer.Option(help="serve the page on [HOST:]PORT (HOST 127.0.0.1; 0: any)")
+    ] = "127.0.0.1:8080",
+) -> None:
+    """Replay a finished run on the live page, from the timeline.json it wrote; Ctrl-C stops."""
+    import json
+
+    from apps.scenario.ui.model import TIMELINE_FILE, TIMELINE_VERSION
+    from apps.scenario.ui.server import ReplaySource, start_ui
+
+    path = run_dir / TIMELINE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        typer.echo(
+            f"error: {path}: {exc.strerror}; give the output directory of a run "
+            "(icn scenario run writes timeline.json there)",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INVALID) from None
+    except ValueError as exc:
+        typer.echo(f"error: {path} is not JSON ({exc}); was it cut short?", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    if not isinstance(data, dict) or data.get("version") != TIMELINE_VERSION:
+        typer.echo(
+            f"error: {path}: not a timeline of this version ({TIMELINE_VERSION}); "
+            "run the scenario again to write one",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INVALID)
+
+    async def serve() -> None:
+        page = await start_ui(ReplaySource(data), ui)
+        typer.echo(f"replaying {run_dir} on {page.url} (Ctrl-C stops)")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await page.close()
+
+    try:
+        asyncio.run(serve())
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
 
 
 @scenario_app.command("clean")
