@@ -78,13 +78,48 @@ async def forwarder_counters(child: Child, timeout: float = SAMPLE_TIMEOUT) -> d
     return {}
 
 
+TIMED_OUT_PREFIX = "timed_out_by_face."  # + face id: Interests from it that expired
+
+
 def counter_values(values: Mapping[str, Any]) -> dict[str, int]:
-    """The counters of a forwarder's snapshot: gauges and non-integers left out."""
-    return {
+    """The counters of a forwarder's snapshot: gauges and non-integers left out; the per-face
+    timed-out Interests as ``timed_out_by_face.<face id>``."""
+    out = {
         str(k): v
         for k, v in values.items()
         if isinstance(v, int) and not isinstance(v, bool) and not _is_gauge(str(k))
     }
+    per_face = values.get("fw.timed_out_by_face")
+    if isinstance(per_face, Mapping):
+        for face_id, n in per_face.items():
+            if isinstance(n, int):
+                out[f"{TIMED_OUT_PREFIX}{face_id}"] = n
+    return out
+
+
+FACE_FIELDS = (
+    "n_in_interests",
+    "n_out_interests",
+    "n_in_data",
+    "n_out_data",
+    "n_in_nacks",
+    "n_out_nacks",
+    "n_in_bytes",
+    "n_out_bytes",
+)
+
+
+def face_counters(faces: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each non-internal face's counters (faces/list), by face id, with its remote URI."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in faces:
+        face_id = int(f["face_id"])
+        if face_id < 256:  # the management face and other internal ones
+            continue
+        entry: dict[str, Any] = {k: int(f.get(k, 0) or 0) for k in FACE_FIELDS}
+        entry["uri"] = str(f.get("uri", ""))
+        out[str(face_id)] = entry
+    return out
 
 
 async def _node_sample(
@@ -116,6 +151,7 @@ async def sample(
     )
     out_nodes: dict[str, dict[str, int] | None] = dict.fromkeys(nodes)
     faces_of: dict[str, dict[int, dict[str, Any]]] = {}
+    face_table: dict[str, dict[str, dict[str, Any]]] = {}
     dropped_of: dict[str, dict[int, int]] = {}
     for node, res in zip(live, results, strict=True):
         if isinstance(res, BaseException):
@@ -125,6 +161,7 @@ async def sample(
         counters, faces, dropped = res
         out_nodes[node] = counters
         faces_of[node] = {int(f["face_id"]): f for f in faces}
+        face_table[node] = face_counters(faces)
         dropped_of[node] = dropped
     links: dict[str, dict[str, dict[str, int]]] = {}
     for link in fabric.sc.links:
@@ -144,7 +181,7 @@ async def sample(
                 "dropped": dropped_of.get(src, {}).get(face_id, 0),
             }
         links[link.name] = entry
-    return {"t": round(t, 3), "nodes": out_nodes, "links": links}
+    return {"t": round(t, 3), "nodes": out_nodes, "links": links, "faces": face_table}
 
 
 async def sample_quietly(

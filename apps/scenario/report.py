@@ -48,6 +48,7 @@ from apps.scenario.schema import (
     Scenario,
     WorkloadSpec,
 )
+from apps.scenario.tracers import cs_table, face_table
 
 # node counters that are sizes (gauges), not cumulative counts: no totals, no reset detection
 GAUGE_SUFFIX = "_entries"
@@ -593,6 +594,8 @@ def build_report(
         "interval": interval,
         "nodes": nodes,
         "links": link_stats(samples, [link.name for link in scenario.links]),
+        # ndnSIM's L3RateTracer and CsTracer, per interval (docs/report.md, apps.scenario.tracers)
+        "tracers": {"faces": face_table(samples), "cs": cs_table(samples)},
         "workloads": workloads,
         "metrics": metrics,
         "faults": augmented,

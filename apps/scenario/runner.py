@@ -46,6 +46,7 @@ from icn.errors import ConfigError, IcnError
 
 log = logging.getLogger(__name__)
 
+TARGETS_FILE = "prometheus-targets.json"  # file-based service discovery for Prometheus
 WORKLOAD_GRACE = 8.0  # time a workload gets after its duration to finish its last requests
 MONITOR_EVERY = 0.1
 
@@ -179,9 +180,44 @@ class ScenarioRunner:
             cfg["tables"] = {**cfg["tables"], "cs_max_entries": spec.cs_capacity}
         if spec.strategy is not None:
             cfg["default_strategy"] = spec.strategy
+        capture = self.sc.capture
+        if capture is not None and (capture.nodes == "all" or node in capture.nodes):
+            pcap = self.out_dir / "pcap" / f"{node}.pcapng"
+            pcap.parent.mkdir(parents=True, exist_ok=True)
+            cfg["capture"] = {
+                "file": str(pcap),
+                "max_bytes": capture.max_bytes,
+                "files": capture.files,
+            }
+        target = self.metrics_target(node)
+        if target is not None:
+            cfg["metrics"] = {"listen": target}
         path = self._config_path(node)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        return path
+
+    def metrics_target(self, node: str) -> str | None:
+        """``HOST:PORT`` of ``node``'s /metrics (its own address: nodes never share a port)."""
+        if self.sc.metrics is None:
+            return None
+        host = self.backend.listen_hosts(node)[0]
+        return (
+            f"[{host}]:{self.sc.metrics.port}" if ":" in host else f"{host}:{self.sc.metrics.port}"
+        )
+
+    def write_targets(self) -> Path:
+        """``prometheus-targets.json``: every forwarder's /metrics, in Prometheus' file-based
+        service discovery format, labelled with its node, the scenario and the run."""
+        entries = []
+        for node in self.sc.nodes:
+            target = self.metrics_target(node)
+            if target is not None:
+                labels = {"node": node, "kind": "forwarder"}
+                labels |= {"scenario": self.sc.name, "run": self.run_id}
+                entries.append({"targets": [target], "labels": labels})
+        path = self.out_dir / TARGETS_FILE
+        path.write_text(json.dumps(entries, indent=1) + "\n")
         return path
 
     def _log_name(self, name: str) -> str:
@@ -528,6 +564,8 @@ class ScenarioRunner:
         for node in self.sc.nodes:
             self._write_config(node)
         await self.start_nodes(list(self.sc.nodes))
+        if self.sc.metrics is not None:
+            self.event(f"metrics: Prometheus targets in {self.write_targets()}")
         n = len(self.groups)
         packed = f", {n} process{'es' if n > 1 else ''}" if self.per_process > 1 else ""
         self.event(f"{len(self.sc.nodes)} forwarders ready ({self.backend_kind} backend{packed})")

@@ -445,6 +445,26 @@ class TrustSpec(_Strict):
     )
 
 
+class CaptureSpec(_Strict):
+    """Packet captures of the chosen nodes' forwarders: ``<out>/pcap/<node>.pcapng`` each
+    (pcapng, an interface per face; read with ``icn pcap`` or Wireshark)."""
+
+    nodes: Literal["all"] | list[str] = Field(
+        "all", description="the nodes to capture on: all, or a list of node names"
+    )
+    max_bytes: int = Field(
+        64 * 1024 * 1024, ge=64 * 1024, description="a file passing this size is rotated"
+    )
+    files: int = Field(2, ge=1, le=1000, description="rotated files kept per node")
+
+
+class MetricsSpec(_Strict):
+    """Prometheus ``/metrics`` on every forwarder, at its node's address and ``port``; the run
+    writes ``<out>/prometheus-targets.json`` (file-based service discovery) for Prometheus."""
+
+    port: int = Field(9400, ge=1, le=65535, description="the port on each node's address")
+
+
 class ReportSpec(_Strict):
     interval: Duration = Field(1.0, description="how often node counters are sampled")
     plots: bool = True
@@ -535,6 +555,8 @@ class Scenario(_Strict):
     trust: TrustSpec | None = Field(
         None, description="identities, certificates and a trust schema made for the run"
     )
+    capture: CaptureSpec | None = Field(None, description="packet captures of chosen nodes")
+    metrics: MetricsSpec | None = Field(None, description="Prometheus /metrics on every node")
     placement: dict[str, PlacementSpec] = Field(
         default_factory=dict,
         description="ray backend only: node -> the Ray node label or custom resource it runs "
@@ -619,6 +641,17 @@ def reference_errors(sc: Scenario) -> list[tuple[Loc, str]]:
                 errors.append(
                     (("routes", i, "via"), f"{route.via} is not a neighbor of {route.node}")
                 )
+    if sc.capture is not None and sc.capture.nodes != "all":
+        for i, name in enumerate(sc.capture.nodes):
+            need_node(("capture", "nodes", i), name)
+    if sc.metrics is not None and sc.backend == "ray":
+        errors.append(
+            (
+                ("metrics",),
+                "metrics: is for the local and netns backends (on a Ray cluster nodes share "
+                "their machine's addresses); remove it or run with --backend local",
+            )
+        )
     names: dict[str, Loc] = {}
     for section in ("services", "workloads"):
         for i, proc in enumerate(getattr(sc, section)):

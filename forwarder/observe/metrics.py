@@ -174,11 +174,18 @@ class ForwarderCollector(Collector):
             octets.add_metric([fid, "out"], face.transport.out_bytes)
             marked.add_metric([fid], stats.n_congestion_marked)
             shaped.add_metric([fid], face.shaper_dropped)
+        timed_out = CounterMetricFamily(
+            f"{NAMESPACE}_face_interests_timed_out",
+            "Interests from a face whose PIT entry expired unanswered",
+            labels=["face"],
+        )
+        for face_id, n in self.daemon.fw.timed_out_by_face.items():
+            timed_out.add_metric([str(face_id)], n)
         for face_id, n in self.daemon.fw.refused_by_face.most_common(10):
             refused.add_metric([str(face_id)], n)
         yield info
         yield from packets.values()
-        yield from (octets, marked, shaped, refused)
+        yield from (octets, marked, shaped, refused, timed_out)
 
 
 def _counter(name: str, help_: str, value: float) -> CounterMetricFamily:

@@ -1,0 +1,93 @@
+"""ndnSIM-style tables from a run's samples: per face per interval, and the content store's.
+
+ndnSIM's L3RateTracer gives, per node, face and interval, Interests, Data and Nacks in and out,
+satisfied and timed-out Interests, as rates and raw counts; its CsTracer the cache hits and
+misses per interval.  The sampler (:mod:`apps.scenario.metrics`) keeps each face's cumulative
+counters every ``report.interval``; a row here is the difference between two samples.
+
+A face's satisfied Interests are the Data it was sent (each one answers an Interest that face
+had pending: the forwarder sends Data downstream only to a PIT in-record); its timed-out ones
+are the Interests from it whose PIT entry expired unanswered.  Rows are bounded
+(:data:`MAX_FACE_ROWS`); past the bound they are counted in ``left_out``, not kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
+from typing import Any
+
+from apps.scenario.metrics import FACE_FIELDS, TIMED_OUT_PREFIX
+
+MAX_FACE_ROWS = 50_000  # about 15 MB of report.json; a 200-node, 10-minute run has ~300,000
+# (field in the table, counter of faces/list): ndnSIM's names, lower case
+_FACE_COLUMNS = tuple((f.removeprefix("n_"), f) for f in FACE_FIELDS)
+
+
+def _delta(now: int, before: int) -> int:
+    """What a counter gained; a counter that went down (its node restarted) from zero."""
+    return now - before if now >= before else now
+
+
+def face_table(
+    samples: Sequence[Mapping[str, Any]], max_rows: int = MAX_FACE_ROWS
+) -> dict[str, Any]:
+    """``{"interval_rows": [...], "left_out": n}``: one row per node, face and interval."""
+    rows: list[dict[str, Any]] = []
+    left_out = 0
+    for prev, cur in pairwise(samples):
+        seconds = float(cur["t"]) - float(prev["t"])
+        if seconds <= 0:
+            continue
+        for node, faces in (cur.get("faces") or {}).items():
+            before_faces = (prev.get("faces") or {}).get(node) or {}
+            counters = (cur.get("nodes") or {}).get(node) or {}
+            before_counters = (prev.get("nodes") or {}).get(node) or {}
+            for face_id, now in faces.items():
+                was = before_faces.get(face_id)
+                if was is None:
+                    continue  # a face that appeared in this interval: no baseline
+                if len(rows) >= max_rows:
+                    left_out += 1
+                    continue
+                counts = {col: _delta(now[key], was[key]) for col, key in _FACE_COLUMNS}
+                counts["satisfied_interests"] = counts["out_data"]
+                key = f"{TIMED_OUT_PREFIX}{face_id}"
+                counts["timed_out_interests"] = _delta(
+                    int(counters.get(key, 0)), int(before_counters.get(key, 0))
+                )
+                rows.append(
+                    {
+                        "node": node,
+                        "face": int(face_id),
+                        "uri": now.get("uri", ""),
+                        "t0": float(prev["t"]),
+                        "t1": float(cur["t"]),
+                        "counts": counts,
+                        "rates": {k: round(v / seconds, 3) for k, v in counts.items()},
+                    }
+                )
+    return {"interval_rows": rows, "left_out": left_out}
+
+
+def cs_table(samples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per node and interval: content store hits (``fw.cs_hit``) and misses (``cs.miss``)."""
+    rows: list[dict[str, Any]] = []
+    for prev, cur in pairwise(samples):
+        for node, counters in (cur.get("nodes") or {}).items():
+            before = (prev.get("nodes") or {}).get(node)
+            if counters is None or before is None:
+                continue
+            hits = _delta(int(counters.get("fw.cs_hit", 0)), int(before.get("fw.cs_hit", 0)))
+            misses = _delta(int(counters.get("cs.miss", 0)), int(before.get("cs.miss", 0)))
+            rows.append(
+                {
+                    "node": node,
+                    "t0": float(prev["t"]),
+                    "t1": float(cur["t"]),
+                    "hits": hits,
+                    "misses": misses,
+                    "hit_ratio": round(hits / (hits + misses), 4) if hits + misses else None,
+                }
+            )
+    return rows

@@ -1,0 +1,58 @@
+"""ndnSIM-style tables from samples: per face per interval, content store hits and misses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.scenario.tracers import cs_table, face_table
+
+
+def face(n: int, uri: str = "udp4://127.1.1.2:6363") -> dict[str, Any]:
+    return {
+        "n_in_interests": 10 * n,
+        "n_out_interests": 0,
+        "n_in_data": 0,
+        "n_out_data": 9 * n,
+        "n_in_nacks": 0,
+        "n_out_nacks": n,
+        "n_in_bytes": 500 * n,
+        "n_out_bytes": 9000 * n,
+        "uri": uri,
+    }
+
+
+def sample(t: float, n: int, timed_out: int, hits: int, misses: int) -> dict[str, Any]:
+    return {
+        "t": t,
+        "nodes": {
+            "a": {"fw.cs_hit": hits, "cs.miss": misses, "timed_out_by_face.257": timed_out},
+            "b": None,
+        },
+        "faces": {"a": {"257": face(n)}, "b": {}},
+    }
+
+
+def test_face_rows_are_interval_counts_and_rates() -> None:
+    samples = [sample(0.0, 0, 0, 0, 0), sample(0.5, 2, 1, 4, 6), sample(1.5, 3, 1, 4, 6)]
+    table = face_table(samples)
+    first, second = table["interval_rows"]
+    assert (first["node"], first["face"], first["t0"], first["t1"]) == ("a", 257, 0.0, 0.5)
+    assert first["counts"]["in_interests"] == 20 and first["rates"]["in_interests"] == 40.0
+    assert first["counts"]["satisfied_interests"] == 18
+    assert first["counts"]["timed_out_interests"] == 1
+    assert first["counts"]["out_nacks"] == 2 and first["counts"]["out_bytes"] == 18_000
+    assert second["counts"]["timed_out_interests"] == 0
+    assert second["rates"]["in_interests"] == 10.0
+
+
+def test_face_rows_are_bounded_and_a_restart_counts_from_zero() -> None:
+    samples = [sample(float(t), 5 if t < 2 else 1, 0, 0, 0) for t in range(5)]
+    table = face_table(samples, max_rows=3)
+    assert len(table["interval_rows"]) == 3 and table["left_out"] == 1
+    restarted = table["interval_rows"][1]  # t 1 -> 2: the counter fell from 50 to 10
+    assert restarted["counts"]["in_interests"] == 10
+
+
+def test_cs_hits_and_misses_per_interval() -> None:
+    rows = cs_table([sample(0.0, 0, 0, 0, 0), sample(1.0, 0, 0, 3, 1)])
+    assert rows == [{"node": "a", "t0": 0.0, "t1": 1.0, "hits": 3, "misses": 1, "hit_ratio": 0.75}]
