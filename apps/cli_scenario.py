@@ -82,6 +82,14 @@ def run(
     if address is not None and (backend or sc.backend) != "ray":
         typer.echo("error: --address is the Ray cluster's: use it with --backend ray", err=True)
         raise typer.Exit(EXIT_INVALID)
+    if ui is not None:
+        from apps.scenario.ui.server import parse_ui_address
+
+        try:  # a mistake in --ui is said before anything starts
+            parse_ui_address(ui)
+        except ConfigError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(EXIT_INVALID) from None
     console = Console()
     out_dir = out or default_out_dir(sc)
     progress = Progress(
@@ -128,7 +136,7 @@ def run(
         if ui is not None:
             from apps.scenario.ui.server import LiveSource, start_ui
 
-            page = await start_ui(LiveSource(runner), ui)
+            page = await start_ui(LiveSource(runner, file.parent), ui)
             progress.console.print(f"live page: {page.url}", highlight=False)
         ticker = asyncio.ensure_future(tick())
         try:
@@ -152,22 +160,18 @@ def run(
         raise typer.Exit(EXIT_FAILED) from None
     render_summary(report, console)
     paths = write_report(report, out_dir, plots=plots)
-    paths.append(write_timeline(runner, out_dir))
+    paths.append(write_timeline(runner, out_dir, file.parent, report))
     console.print("wrote " + ", ".join(str(p) for p in paths))
     if not report.get("passed", True):
         raise typer.Exit(EXIT_FAILED)
 
 
-def write_timeline(runner: Any, out_dir: Path) -> Path:
+def write_timeline(runner: Any, out_dir: Path, scenario_dir: Path, report: dict[str, Any]) -> Path:
     """``timeline.json``: what ``icn scenario view`` replays."""
-    import json
-
-    from apps.scenario.ui.model import TIMELINE_FILE
     from apps.scenario.ui.server import timeline
+    from apps.scenario.ui.timeline_file import write_timeline as write
 
-    path = out_dir / TIMELINE_FILE
-    path.write_text(json.dumps(timeline(runner)))
-    return path
+    return write(timeline(runner, scenario_dir, report), out_dir)
 
 
 @scenario_app.command("view")
@@ -180,31 +184,15 @@ def view(
     ] = "127.0.0.1:8080",
 ) -> None:
     """Replay a finished run on the live page, from the timeline.json it wrote; Ctrl-C stops."""
-    import json
+    from apps.scenario.ui.server import ReplaySource, parse_ui_address, start_ui
+    from apps.scenario.ui.timeline_file import read_timeline
 
-    from apps.scenario.ui.model import TIMELINE_FILE, TIMELINE_VERSION
-    from apps.scenario.ui.server import ReplaySource, start_ui
-
-    path = run_dir / TIMELINE_FILE
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        typer.echo(
-            f"error: {path}: {exc.strerror}; give the output directory of a run "
-            "(icn scenario run writes timeline.json there)",
-            err=True,
-        )
+        parse_ui_address(ui)
+        data = read_timeline(run_dir)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
-    except ValueError as exc:
-        typer.echo(f"error: {path} is not JSON ({exc}); was it cut short?", err=True)
-        raise typer.Exit(EXIT_INVALID) from None
-    if not isinstance(data, dict) or data.get("version") != TIMELINE_VERSION:
-        typer.echo(
-            f"error: {path}: not a timeline of this version ({TIMELINE_VERSION}); "
-            "run the scenario again to write one",
-            err=True,
-        )
-        raise typer.Exit(EXIT_INVALID)
 
     async def serve() -> None:
         page = await start_ui(ReplaySource(data), ui)

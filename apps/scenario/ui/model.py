@@ -54,9 +54,11 @@ def layout(nodes: Sequence[str], edges: Iterable[tuple[str, str]]) -> dict[str, 
     return {str(n): [(float(p[0]) - x0) / w, (float(p[1]) - y0) / h] for n, p in pos.items()}
 
 
-def topology(sc: Scenario) -> dict[str, Any]:
-    """Nodes with positions, links with their two ends and shaping, workloads, faults planned."""
+def topology(sc: Scenario, positions: Mapping[str, list[float]] | None = None) -> dict[str, Any]:
+    """Nodes with positions (``positions``, from the scenario's graph file, else a layout),
+    links with their two ends and shaping, workloads, faults planned, expectations."""
     nodes = list(sc.nodes)
+    pos = dict(positions) if positions else layout(nodes, [link.between for link in sc.links])
     links = [
         {
             "name": link.name,
@@ -69,10 +71,7 @@ def topology(sc: Scenario) -> dict[str, Any]:
     return {
         "scenario": sc.name,
         "duration": sc.duration,
-        "nodes": [
-            {"name": n, "pos": p}
-            for n, p in layout(nodes, [link.between for link in sc.links]).items()
-        ],
+        "nodes": [{"name": n, "pos": pos[n]} for n in nodes],
         "links": links,
         "workloads": [{"name": w.name, "node": w.node} for w in sc.workloads],
         "faults": [{"at": f.at, "text": f.describe()} for f in sc.faults],

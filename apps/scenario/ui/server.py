@@ -26,6 +26,7 @@ from apps.scenario.ui.model import (
     frame,
     topology,
 )
+from apps.scenario.ui.positions import file_positions
 from icn.addr import parse_host_port
 from icn.errors import ConfigError
 
@@ -82,9 +83,9 @@ class LiveSource:
 
     live = True
 
-    def __init__(self, runner: ScenarioRunner) -> None:
+    def __init__(self, runner: ScenarioRunner, scenario_dir: Path | None = None) -> None:
         self.runner = runner
-        self._topology = topology(runner.sc)
+        self._topology = topology(runner.sc, file_positions(runner.sc, scenario_dir))
         self.series = {w.name: WorkloadSeries() for w in runner.sc.workloads}
         self._offsets: dict[str, int] = {}
         self._nodes: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -166,9 +167,14 @@ def _plain(x: Any) -> Any:
     return str(x)
 
 
-def timeline(runner: ScenarioRunner) -> dict[str, Any]:
-    """What a replay needs, from a finished run: the drawing and a frame per sample."""
-    source = LiveSource(runner)
+def timeline(
+    runner: ScenarioRunner,
+    scenario_dir: Path | None = None,
+    report: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What a replay needs, from a finished run: the drawing, a frame per sample, and the
+    verdict on each expectation and invariant (``report``: the run's report.json)."""
+    source = LiveSource(runner, scenario_dir)
     source._read_results()
     samples = runner.state.samples
     events = _events(runner)
@@ -178,6 +184,11 @@ def timeline(runner: ScenarioRunner) -> dict[str, Any]:
         "topology": source.topology(),
         "frames": frames,
         "workloads": {name: s.points() for name, s in source.series.items()},
+        "verdicts": [
+            {"text": str(e.get("text", "")), "passed": bool(e.get("passed"))}
+            for key in ("expectations", "invariants")
+            for e in (report or {}).get(key, [])
+        ],
     }
 
 
@@ -190,8 +201,7 @@ class ReplaySource:
         self.data = data
 
     def topology(self) -> dict[str, Any]:
-        topo: dict[str, Any] = self.data["topology"]
-        return topo
+        return {**self.data["topology"], "verdicts": self.data.get("verdicts", [])}
 
     def frames(self) -> list[dict[str, Any]]:
         workloads = self.data.get("workloads", {})
@@ -241,17 +251,22 @@ def make_app(source: Source) -> web.Application:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await resp.prepare(request)
+        # bounded by the run: its last frame says "ended" and the stream closes; the server's
+        # shutdown (after the run) cancels a stream still waiting
         try:
-            while True:
+            ended = False
+            while not ended:
                 latest = source.latest()
-                if latest is not None:
-                    await resp.write(b"data: " + json.dumps(latest).encode() + b"\n\n")
-                    if latest.get("ended"):
-                        await resp.write(b"event: ended\ndata: {}\n\n")
-                else:
+                if latest is None:
                     await resp.write(b": waiting for the first sample\n\n")
-                await asyncio.sleep(PUSH_EVERY)
-        except (ConnectionResetError, ConnectionError):
+                else:
+                    await resp.write(b"data: " + json.dumps(latest).encode() + b"\n\n")
+                    ended = bool(latest.get("ended"))
+                if ended:
+                    await resp.write(b"event: ended\ndata: {}\n\n")
+                else:
+                    await asyncio.sleep(PUSH_EVERY)
+        except ConnectionError:
             pass  # the browser went away (a closed tab, a reload)
         return resp
 

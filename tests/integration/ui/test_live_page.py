@@ -51,7 +51,12 @@ def browser() -> Iterator[object]:
     with sync_playwright() as pw:
         b = pw.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-background-networking", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--headless=new",
+                "--disable-background-networking",
+                "--no-first-run",
+            ],
         )
         try:
             yield b

@@ -42,7 +42,11 @@ function drawTopology(frame) {
     x: [], y: [], mode: "lines", type: "scatter", hoverinfo: "skip",
     line: { color: b.color, width: b.width }, name: b.label, showlegend: true,
   }));
-  const mid = { x: [], y: [], text: [], mode: "markers", type: "scatter", hoverinfo: "text",
+  // each link's rates both ways: written beside it on a small topology, on hover on a big one
+  const labelled = topo.links.length <= 40;
+  const mid = { x: [], y: [], text: [], hovertext: [], mode: labelled ? "markers+text" : "markers",
+    type: "scatter", hoverinfo: "text", textposition: "middle right",
+    textfont: { size: 10, color: "#555" },
     marker: { size: 6, color: "rgba(0,0,0,0.15)" }, name: "links", showlegend: false };
   for (const link of topo.links) {
     const { ab, ba } = linkRates(frame, link);
@@ -54,8 +58,10 @@ function drawTopology(frame) {
     traces[bucket].y.push(y0, y1, null);
     mid.x.push((x0 + x1) / 2);
     mid.y.push((y0 + y1) / 2);
-    mid.text.push(`${link.name} (${link.shaping})<br>${link.a}→${link.b}: ${fmtRate(ab.bps)}` +
-      `<br>${link.b}→${link.a}: ${fmtRate(ba.bps)}`);
+    mid.hovertext.push(`${link.name} (${link.shaping})<br>${link.a}→${link.b}: ` +
+      `${fmtRate(ab.bps)}<br>${link.b}→${link.a}: ${fmtRate(ba.bps)}`);
+    mid.text.push(`${link.a}→${link.b} ${fmtRate(ab.bps)}<br>${link.b}→${link.a} ` +
+      `${fmtRate(ba.bps)}<br>${link.shaping}`);
   }
   const names = topo.nodes.map((n) => n.name);
   const many = names.length > 60;
@@ -126,7 +132,13 @@ function drawCharts(frame) {
     return { type: "line", x0: at, x1: at, yref: "paper", y0: 0, y1: 1,
       line: { color: "#cc4125", width: 1, dash: "dash" } };
   });
-  const base = { margin: { l: 45, r: 10, t: 25, b: 30 }, shapes,
+  // each fault named at its line, on both charts
+  const annotations = (frame.faults || []).map((f) => ({
+    x: f.applied !== undefined && f.applied !== null ? f.applied : f.at, y: 1, yref: "paper",
+    text: f.action ? `${f.action} ${f.target}` : (f.text || "fault"), showarrow: false,
+    xanchor: "left", yanchor: "top", font: { size: 10, color: "#cc4125" },
+  }));
+  const base = { margin: { l: 45, r: 10, t: 25, b: 30 }, shapes, annotations,
     xaxis: { title: { text: "s" }, range: [0, Math.max(topo.duration, frame.t)] } };
   Plotly.react("throughput", through, { ...base, title: { text: "requests per second" } },
     { displayModeBar: false });
@@ -202,8 +214,11 @@ async function main() {
   posOf = Object.fromEntries(topo.nodes.map((n) => [n.name, n.pos]));
   document.getElementById("title").textContent = "scenario " + topo.scenario;
   document.getElementById("mode").textContent = topo.live ? "live" : "replay";
-  document.getElementById("expectations").replaceChildren(
-    ...(topo.expectations || []).map((e) => el("li", e)));
+  // replay: each expectation's verdict as the run's report gave it; live: what is expected
+  const verdicts = topo.verdicts || [];
+  document.getElementById("expectations").replaceChildren(...(verdicts.length
+    ? verdicts.map((v) => el("li", (v.passed ? "✓ " : "✗ ") + v.text, v.passed ? "pass" : "fail"))
+    : (topo.expectations || []).map((e) => el("li", e))));
   drawTopology(null);
   fillLinks(null);
   if (topo.live) {
