@@ -98,6 +98,10 @@ def serve(
         list[Path] | None,
         typer.Option(help="trust anchor certificate file or directory (repeatable)"),
     ] = None,
+    metrics: Annotated[
+        str | None,
+        typer.Option(help="serve Prometheus /metrics on HOST:PORT, e.g. 127.0.0.1:9401 (0: any)"),
+    ] = None,
     transport: TransportOpt = None,
 ) -> None:
     """Serve a module's @function functions under PREFIX until SIGINT/SIGTERM.
@@ -150,6 +154,10 @@ def serve(
             except ConfigError as exc:
                 fail(str(exc), EXIT_USAGE)
             await server.start()
+            endpoint = None
+            if metrics is not None:
+                endpoint = await serve_rmi_metrics(server, metrics)
+                typer.echo(f"metrics on {endpoint.url}")
             names = ", ".join(sorted(functions))
             typer.echo(
                 f"rmi server ready: serving {prefix}/{{{names}}} "
@@ -161,12 +169,27 @@ def serve(
             closed.cancel()
             stopping.cancel()
             await server.close()
+            if endpoint is not None:
+                await endpoint.close()
             if not stop.is_set():
                 fail(f"serve: lost the forwarder at {ep.uri}", EXIT_UNREACHABLE)
             return dict(server.counters)
 
     counters = run("serve", main)
     typer.echo("rmi server stopped: " + json.dumps(counters, sort_keys=True))
+
+
+async def serve_rmi_metrics(server: Any, listen: str) -> Any:
+    """/metrics of ``server`` and of its process (CPU, memory) on ``listen`` (HOST:PORT)."""
+    from prometheus_client import CollectorRegistry, ProcessCollector
+
+    from compute.rmi.metrics import register_rmi_metrics
+    from icn.observe.endpoint import serve_metrics
+
+    registry = CollectorRegistry(auto_describe=False)
+    register_rmi_metrics(server, registry)
+    ProcessCollector(namespace="icn", registry=registry)
+    return await serve_metrics(listen, registry)
 
 
 def load_trust(

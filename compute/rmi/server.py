@@ -62,6 +62,7 @@ from compute.rmi.session import (
     session_call_aad,
     session_offer,
 )
+from compute.rmi.stats import CallStats
 from compute.rmi.store import BoundedStore
 from compute.rmi.wire import (
     ARGS,
@@ -200,6 +201,7 @@ class RmiServer:
         )
         self.jobs = JobRunner()
         self.counters: Counter[str] = Counter()
+        self.stats = CallStats()  # per function, for /metrics (compute.rmi.metrics)
         cfg = self.config
         self._calls: BoundedStore[bytes, _Call] = BoundedStore(
             "calls", max_entries=cfg.max_calls_tracked, ttl=cfg.result_ttl, counters=self.counters
@@ -608,6 +610,8 @@ class RmiServer:
         """A finished job's answer: its result (sealed for a private call; remembered under
         ``digest`` for a pure one) or its error."""
         outcome = job.outcome
+        took = asyncio.get_running_loop().time() - job.started
+        self.stats.finished(job.spec.name, not isinstance(outcome, RemoteError), took)
         if isinstance(outcome, RemoteError):
             self.counters["failed"] += 1
             content = error_envelope(outcome)

@@ -1,0 +1,68 @@
+"""The shipped Grafana dashboard asks only for metrics a forwarder exports, with the labels it
+gives them (scenario and node come from the targets file), and Prometheus' config is valid."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from forwarder.config import config_from_dict
+from forwarder.daemon import ForwarderDaemon
+
+ROOT = Path(__file__).resolve().parents[3]
+DASHBOARD = ROOT / "deploy" / "grafana" / "icn-dashboard.json"
+PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+SCRAPE_LABELS = {"scenario", "node", "kind", "run", "job", "instance"}
+
+
+async def exported(tmp_path: Path) -> dict[str, set[str]]:
+    """Every metric family a real daemon exports, with its label names."""
+    from forwarder.observe.metrics import forwarder_registry
+
+    cfg = config_from_dict({"listen": {"unix": str(tmp_path / "f.sock")}, "log_level": "warning"})
+    daemon = ForwarderDaemon(cfg)
+    await daemon.start(signals=False)
+    try:
+        # a face, so that per-face families have samples
+        _reader, writer = await asyncio.open_unix_connection(str(tmp_path / "f.sock"))
+        for _ in range(200):  # the daemon accepts it on its next loop turns
+            if len(daemon.faces):
+                break
+            await asyncio.sleep(0.005)
+        daemon.fw.timed_out_by_face[next(iter(daemon.faces)).face_id] += 1
+        daemon.counters["fw.drop_hop_limit"] += 1
+        out: dict[str, set[str]] = {}
+        for family in forwarder_registry(daemon).collect():
+            for s in family.samples:
+                out.setdefault(s.name, set()).update(s.labels)
+        writer.close()
+        return out
+    finally:
+        await daemon.stop()
+
+
+async def test_every_query_names_an_exported_metric_and_label(tmp_path: Path) -> None:
+    metrics = await exported(tmp_path)
+    dash = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert len(exprs) >= 10
+    for expr in exprs:
+        for name, labels in re.findall(r"\b(icn_[a-z_]+)(?:\{([^}]*)\})?", expr):
+            assert name in metrics, f"{name} is not exported: {expr}"
+            used = set(re.findall(r"(\w+)\s*=~?", labels))
+            unknown = used - metrics[name] - SCRAPE_LABELS
+            assert not unknown, f"{name} has no label {unknown}: {expr}"
+        for by in re.findall(r"by \(([^)]*)\)", expr):
+            assert {b.strip() for b in by.split(",")} <= set().union(
+                *metrics.values()
+            ) | SCRAPE_LABELS
+
+
+def test_prometheus_config_reads_the_targets_files() -> None:
+    cfg = yaml.safe_load(PROMETHEUS.read_text())
+    files = cfg["scrape_configs"][0]["file_sd_configs"][0]["files"]
+    assert files == ["runs/*/prometheus-targets.json"]
