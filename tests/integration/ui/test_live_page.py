@@ -94,6 +94,8 @@ def test_live_page_shows_rates_a_cut_and_a_node_panel(tmp_path: Path, browser: o
         run = group.start("run", argv, env=env)
         url = wait_for_url(run, "live page:")
         page = browser.new_page(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
+        fetched: list[str] = []
+        page.on("request", lambda r: fetched.append(r.url))
         page.goto(url)
         page.wait_for_selector('#topology[data-nodes="2"]', timeout=10_000)
         assert page.locator("#topology .scatterlayer .trace").last.locator(".point").count() == 2
@@ -124,6 +126,9 @@ def test_live_page_shows_rates_a_cut_and_a_node_panel(tmp_path: Path, browser: o
         events = page.locator("#events").inner_text()
         assert "cut" in events
         page.close()
+        # every asset, plotly.js included, came from the run's own server: the page works offline
+        assert any(u.endswith("/vendor/plotly.min.js") for u in fetched)
+        assert [u for u in fetched if not u.startswith(url)] == []
         assert run.wait(60) == 0, run.errors()
     timeline = json.loads((out / "timeline.json").read_text())
     assert timeline["topology"]["links"][0]["name"] == "a-b"
