@@ -156,11 +156,13 @@ class WorkloadSeries:
                 self.failed[second] = self.failed.get(second, 0) + 1
 
     def points(self, upto: float | None = None) -> list[dict[str, Any]]:
-        """One point per second seen: requests answered and failed, latency p50 and p99 (ms)."""
+        """One point per second seen: requests answered and failed, latency p50 and p99 (ms).
+        With ``upto``, only the seconds over by then: a second still going would draw as a
+        drop in throughput."""
         seconds = sorted(set(self.ok) | set(self.failed))
         out = []
         for s in seconds:
-            if upto is not None and s > upto:
+            if upto is not None and s + 1 > upto + 1e-9:
                 break
             lats = self.latencies.get(s, [])
             p50, p99 = _quantile(lats, 0.5), _quantile(lats, 0.99)

@@ -208,7 +208,8 @@ class ReplaySource:
         out = []
         for f in self.data["frames"]:
             t = float(f["t"])
-            points = {n: [p for p in pts if p["t"] <= t] for n, pts in workloads.items()}
+            # the seconds over at the frame's time, as the live page showed them
+            points = {n: [p for p in pts if p["t"] + 1 <= t + 1e-9] for n, pts in workloads.items()}
             out.append({**f, "workloads": points})
         return out
 
