@@ -89,6 +89,8 @@ class LiveSource:
         self.series = {w.name: WorkloadSeries() for w in runner.sc.workloads}
         self._offsets: dict[str, int] = {}
         self._nodes: dict[str, tuple[float, dict[str, Any]]] = {}
+        # one question to a node at a time: pages asking together share its answer
+        self._asking: dict[str, asyncio.Lock] = {}
 
     def topology(self) -> dict[str, Any]:
         return self._topology
@@ -128,6 +130,10 @@ class LiveSource:
         return out
 
     async def node(self, name: str) -> dict[str, Any]:
+        async with self._asking.setdefault(name, asyncio.Lock()):
+            return await self._node(name)
+
+    async def _node(self, name: str) -> dict[str, Any]:
         from icn.dataplane import mgmt_client
 
         cached = self._nodes.get(name)
