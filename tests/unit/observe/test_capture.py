@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,6 @@ import pytest
 
 from apps.cli_pcap import describe
 from forwarder.observe.capture import PacketCapture
-from forwarder.observe.capture_file import CaptureFile
 from icn.errors import DecodeError
 from icn.wire import tlv_types as T
 from icn.wire.encode import make_data, make_interest
@@ -106,34 +106,25 @@ def test_capture_writes_an_interface_per_face_and_both_directions(tmp_path: Path
     assert counters["capture.not_written"] == 1
 
 
-def records(n: int, size: int = 1000) -> list[tuple[int, bool, int, bytes]]:
-    payload = b"x" * size
-    return [
-        (
-            257,
-            i % 2 == 0,
-            1_700_000_000_000_000_000 + i * 1000,
-            make_data(from_uri(f"/r/{i}"), payload),
-        )
-        for i in range(n)
-    ]
+def data(i: int, size: int = 1000) -> bytes:
+    return make_data(from_uri(f"/r/{i}"), b"x" * size)
 
 
 def test_rotation_keeps_every_packet_and_at_most_files_files(tmp_path: Path) -> None:
     path = tmp_path / "c.pcapng"
-    cap = CaptureFile(str(path), 64 * 1024, 3)
-    recs = records(300)  # ~320 KB: five files' worth, three kept
-    for i in range(0, 300, 10):
-        cap.write(
-            [(257, "udp4://10.0.0.2:6363", "udp4://0.0.0.0:6363")] if i == 0 else [],
-            recs[i : i + 10],
-        )
+    counters: Counter[str] = Counter()
+    cap = PacketCapture(str(path), 64 * 1024, 3, counters)
+    received, sent = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
+    for i in range(300):  # ~320 KB: five files' worth, three kept
+        (received if i % 2 == 0 else sent)(data(i))
+        if i % 10 == 9:
+            cap.flush()
     cap.close()
     files = sorted(tmp_path.iterdir())
     assert [f.name for f in files] == ["c.pcapng", "c.pcapng.1", "c.pcapng.2"]
     assert all(f.stat().st_size <= 64 * 1024 for f in files)
-    assert cap.totals.rotations >= 4 and cap.totals.not_written == 0
-    assert cap.totals.written == 300
+    assert counters["capture.rotations"] >= 4 and counters["capture.not_written"] == 0
+    assert counters["capture.packets"] == 300
     names = [describe(p).name for f in reversed(files) for p in read(f)]
     # the kept files hold the newest packets, in order, none missing between them
     first = int(names[0].rsplit("/", 1)[1])
@@ -142,15 +133,49 @@ def test_rotation_keeps_every_packet_and_at_most_files_files(tmp_path: Path) -> 
 
 
 def test_a_failed_write_counts_the_packets_and_the_capture_goes_on(tmp_path: Path) -> None:
-    cap = CaptureFile(str(tmp_path / "c.pcapng"), 1 << 20, 1)
-    cap.write([(257, "udp4://10.0.0.2:6363", "x")], records(2))
-    assert cap._fd is not None
-    os.close(cap._fd)  # the disk went away under us
-    cap._fd = os.open("/dev/full", os.O_WRONLY)
-    cap.write([], records(3))  # ENOSPC
-    assert cap.totals.not_written == 3 and cap.totals.written == 2
-    assert isinstance(cap.error, OSError)
+    counters: Counter[str] = Counter()
+    cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 1, counters)
+    received, _ = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
+    received(data(0))
+    received(data(1))
     cap.close()
+    assert counters["capture.not_written"] == 0 and len(read(tmp_path / "c.pcapng")) == 2
+
+    cap = PacketCapture(str(tmp_path / "d.pcapng"), 1 << 20, 1, counters := Counter())
+    received, _ = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
+    writer = cap._writer
+    assert writer.fd is not None
+    os.close(writer.fd)  # the disk went away under us
+    writer.fd = os.open("/dev/full", os.O_WRONLY)
+    for i in range(3):
+        received(data(i))
+    cap.close()  # ENOSPC in the writer: counted, logged once, nothing raised
+    assert counters["capture.not_written"] == 3 and counters["capture.packets"] == 3
+    assert isinstance(writer.error, OSError)
+
+
+def test_a_writer_that_falls_behind_drops_and_counts_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import forwarder.observe.capture as capture
+
+    monkeypatch.setattr(capture, "MAX_PENDING", 3000)
+    monkeypatch.setattr(capture._Writer, "start", lambda self: None)  # a writer that is stuck
+    counters: Counter[str] = Counter()
+    cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 1, counters)
+    received, _ = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
+    received(data(0))
+    cap.flush()  # ~1 KB waiting: room
+    for i in range(1, 4):
+        received(data(i))
+    cap.flush()  # ~4 KB would wait: dropped and counted
+    assert counters["capture.not_written"] == 3
+    threading.Thread.start(cap._writer)  # the writer catches up
+    cap.close()
+    assert counters["capture.not_written"] == 3 and counters["capture.packets"] == 4
+    pkts = read(tmp_path / "c.pcapng")
+    assert [describe(p).name for p in pkts] == ["/r/0"]
+    assert pkts[0].interface.name == "udp4://10.0.0.2:6363"
 
 
 def test_pcap_lines_for_nack_and_fragments() -> None:
