@@ -23,6 +23,11 @@ scenario_app = typer.Typer(
 EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 1, 2, 130
 
 
+class _PageUnavailable(Exception):
+    """--ui cannot serve (its port is taken): the command line's mistake, exit 2; a
+    ConfigError from the run itself (a cluster's address) stays a failed run, exit 1."""
+
+
 def _load(path: Path) -> Any:
     from apps.scenario.loader import load_scenario
 
@@ -136,7 +141,10 @@ def run(
         if ui is not None:
             from apps.scenario.ui.server import LiveSource, start_ui
 
-            page = await start_ui(LiveSource(runner, file.parent), ui)
+            try:
+                page = await start_ui(LiveSource(runner, file.parent), ui)
+            except ConfigError as exc:  # e.g. its port is taken: nothing has started yet
+                raise _PageUnavailable(str(exc)) from None
             progress.console.print(f"live page: {page.url}", highlight=False)
         ticker = asyncio.ensure_future(tick())
         try:
@@ -152,7 +160,7 @@ def run(
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print(f"[yellow]interrupted[/]: every process stopped; logs in {out_dir}/logs")
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    except ConfigError as exc:  # e.g. --ui on a port that is taken
+    except _PageUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None
     except (ScenarioFailed, IcnError, OSError) as exc:
