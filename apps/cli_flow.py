@@ -11,12 +11,15 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from apps.loop import run_loop
 from icn.errors import ConfigError, IcnError
+
+if TYPE_CHECKING:
+    from icn.observe.endpoint import MetricsEndpoint
 
 flow_app = typer.Typer(
     no_args_is_help=True,
@@ -79,6 +82,13 @@ def run(
     ] = None,
     timeout: Annotated[float | None, typer.Option(help="give up after this many seconds")] = None,
     quiet: Annotated[bool, typer.Option(help="no progress line")] = False,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            help="serve the operators' Prometheus /metrics on HOST:PORT, e.g. 127.0.0.1:9401 "
+            "(0: any free port; the address is printed on stderr)"
+        ),
+    ] = None,
 ) -> None:
     """Run a graph until every sink run here has ended (forever with an endless source).
 
@@ -97,11 +107,11 @@ def run(
         typer.echo(f"error: no operator of {graph_file} matches --only/--node", err=True)
         raise typer.Exit(EXIT_INVALID)
 
-    code = run_loop(_run(graph, which, connect, state_dir, timeout, quiet))
+    code = run_loop(_run(graph, which, connect, state_dir, timeout, quiet, metrics))
     raise typer.Exit(code)
 
 
-async def _run(graph, which, connect, state_dir, timeout, quiet) -> int:  # type: ignore[no-untyped-def]
+async def _run(graph, which, connect, state_dir, timeout, quiet, metrics) -> int:  # type: ignore[no-untyped-def]
     from compute.stream.flow import FlowRun
     from icn.dataplane.endpoint import Endpoint
 
@@ -123,6 +133,16 @@ async def _run(graph, which, connect, state_dir, timeout, quiet) -> int:  # type
             return await Endpoint.connect(connect)
 
     flow = FlowRun(graph, new_endpoint, which, state_dir=state_dir)
+    endpoint = None
+    if metrics is not None:
+        try:
+            endpoint = await _serve_metrics(flow, metrics)
+        except ConfigError as exc:  # a malformed or taken address: nothing has run yet
+            print(f"error: --metrics: {exc}", file=sys.stderr)
+            if daemon is not None:
+                await daemon.stop()
+            return EXIT_INVALID
+        print(f"metrics on {endpoint.url}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -164,11 +184,28 @@ async def _run(graph, which, connect, state_dir, timeout, quiet) -> int:  # type
         code = EXIT_FAILED
     finally:
         took = time.monotonic() - started
+        if endpoint is not None:
+            await endpoint.close()
         await flow.stop()
         if daemon is not None:
             await daemon.stop()
     _summary(flow, took)
     return code
+
+
+async def _serve_metrics(flow: object, listen: str) -> MetricsEndpoint:
+    """``/metrics`` of the run's operators (and this process' CPU and memory) on ``listen``."""
+    from prometheus_client import CollectorRegistry, ProcessCollector
+
+    from compute.stream.flow import FlowRun
+    from compute.stream.metrics import register_stream_metrics
+    from icn.observe.endpoint import serve_metrics
+
+    assert isinstance(flow, FlowRun)
+    registry = CollectorRegistry(auto_describe=False)
+    register_stream_metrics(flow, registry)
+    ProcessCollector(namespace="icn", registry=registry)
+    return await serve_metrics(listen, registry)
 
 
 def _summary(flow: object, took: float) -> None:

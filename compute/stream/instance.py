@@ -265,7 +265,9 @@ class Instance:
 
     async def _one_step(self) -> tuple[Output, int, bool]:
         if self.source is not None:
-            return await self.source.step()
+            records, watermark, end = await self.source.step()
+            self.counters["records_in"] += len(records)  # what it read, as an inlet counts
+            return records, watermark, end
         batches: list[Batch] = [await inlet.get() for inlet in self.inlets]
         watermark = min(inlet.watermark for inlet in self.inlets)
         ended = all(inlet.ended for inlet in self.inlets)
