@@ -46,7 +46,10 @@ class PacketLine:
     fragment: str | None = None  # "i/n" of a fragment
 
     def text(self) -> str:
-        when = datetime.fromtimestamp(self.time, UTC).strftime("%H:%M:%S.%f")
+        try:
+            when = datetime.fromtimestamp(self.time, UTC).strftime("%H:%M:%S.%f")
+        except (ValueError, OverflowError, OSError):  # a damaged timestamp: shown as it is
+            when = f"{self.time:.6f}"
         kind = self.type
         if self.nack_reason is not None:
             kind += f" {self.nack_reason}"

@@ -29,6 +29,8 @@ _OPT_END, _OPT_COMMENT = 0, 1
 _IF_NAME, _IF_DESCRIPTION, _IF_TSRESOL = 2, 3, 9
 _EPB_FLAGS = 2
 _INBOUND, _OUTBOUND = 1, 2  # epb_flags bits 0-1
+# the least a block of each kind holds with no option: its fixed fields are read unchecked
+_MIN_BLOCK = {SHB: 28, IDB: 20, EPB: 32, SPB: 16}
 
 _PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": ("<", 1e-6),
@@ -176,7 +178,7 @@ def _read_pcapng(data: bytes) -> Iterator[CapturedPacket]:
             order = "<" if magic == struct.pack("<I", _BYTE_ORDER_MAGIC) else ">"
             interfaces, resolutions = [], []
         total = struct.unpack_from(order + "I", data, off + 4)[0]
-        if total < 12 or total % 4 or off + total > len(data):
+        if total < _MIN_BLOCK.get(kind, 12) or total % 4 or off + total > len(data):
             raise DecodeError(f"block at byte {off} truncated or malformed (length {total})")
         body, end = off + 8, off + total - 4
         if kind == IDB:
