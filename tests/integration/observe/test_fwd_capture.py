@@ -37,7 +37,7 @@ def face_interests_in(text: str, face: str) -> int:
 
 def udp_face_id(text: str, port: int) -> str:
     for m in re.finditer(r"^icn_face_info\{(.*)\} 1\.0$", text, re.M):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        labels: dict[str, str] = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         if labels["remote_uri"] == f"udp4://127.0.0.1:{port}":
             return labels["face"]
     raise AssertionError(f"no face for udp4://127.0.0.1:{port} in:\n{text[:2000]}")
