@@ -132,7 +132,9 @@ def test_rotation_keeps_every_packet_and_at_most_files_files(tmp_path: Path) -> 
     assert all(p.interface.name == "udp4://10.0.0.2:6363" for p in read(files[1]))
 
 
-def test_a_failed_write_counts_the_packets_and_the_capture_goes_on(tmp_path: Path) -> None:
+def test_a_failed_write_counts_the_packets_and_the_capture_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     counters: Counter[str] = Counter()
     cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 1, counters)
     received, _ = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
@@ -149,8 +151,10 @@ def test_a_failed_write_counts_the_packets_and_the_capture_goes_on(tmp_path: Pat
     writer.fd = os.open("/dev/full", os.O_WRONLY)
     for i in range(3):
         received(data(i))
+        cap.flush()  # a write each: three failures
     cap.close()  # ENOSPC in the writer: counted, logged once, nothing raised
     assert counters["capture.not_written"] == 3 and counters["capture.packets"] == 3
+    assert len([r for r in caplog.records if "capture" in r.getMessage()]) == 1
     assert isinstance(writer.error, OSError)
 
 
