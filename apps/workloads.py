@@ -74,17 +74,35 @@ async def consumer(ctx: WorkloadContext) -> None:
     async def one(n: int) -> None:
         name = prefix + generic(str(n))
         sent = time.time()
-        try:
-            dv = await ep.express(
-                name, lifetime_ms=lifetime_ms, retries=retries, validator=validator
-            )
-            ctx.record(True, time.time() - sent, sent=sent, nbytes=len(dv.wire))
-        except InterestTimeout:
-            ctx.record(False, sent=sent, error="timeout")
-        except InterestNack as exc:
-            ctx.record(False, sent=sent, error=f"nack {exc.reason_name}")
-        except IcnError as exc:
-            ctx.record(False, sent=sent, error=type(exc).__name__)
+        # the retries are made here, not by express(retries=...), so that the record knows
+        # how many there were and when the last one left (ndnSIM's AppDelayTracer: RetxCount,
+        # LastDelay beside FullDelay); as express's own: a new Nonce each, after the lifetime
+        # ends, a Nack final
+        retx = 0
+        while True:
+            last = time.time()
+            try:
+                dv = await ep.express(name, lifetime_ms=lifetime_ms, validator=validator)
+            except InterestTimeout:
+                if retx < retries:
+                    retx += 1
+                    continue
+                ctx.record(False, sent=sent, error="timeout", retx=retx)
+            except InterestNack as exc:
+                ctx.record(False, sent=sent, error=f"nack {exc.reason_name}", retx=retx)
+            except IcnError as exc:
+                ctx.record(False, sent=sent, error=type(exc).__name__, retx=retx)
+            else:
+                done = time.time()
+                ctx.record(
+                    True,
+                    done - sent,
+                    sent=sent,
+                    nbytes=len(dv.wire),
+                    retx=retx,
+                    last_delay=done - last,
+                )
+            return
 
     n = await run_paced(
         ctx,

@@ -228,8 +228,14 @@ class WorkloadContext(ServiceContext):
         sent: float | None = None,
         nbytes: int = 0,
         error: str | None = None,
+        retx: int | None = None,
+        last_delay: float | None = None,
     ) -> None:
-        """One operation: ``latency`` in seconds; ``sent`` (unix time) defaults to now-latency."""
+        """One operation: ``latency`` in seconds; ``sent`` (unix time) defaults to now-latency.
+
+        A request that was re-sent says how often (``retx``) and, if answered, the seconds from
+        its last transmission to the answer (``last_delay``; ``latency`` is from the first):
+        the report's per-request table (ndnSIM's AppDelayTracer)."""
         now = time.time()
         if sent is None:
             sent = now - (latency or 0.0)
@@ -242,6 +248,10 @@ class WorkloadContext(ServiceContext):
         }
         if error is not None:
             rec["error"] = error
+        if retx is not None:
+            rec["retx"] = retx
+        if last_delay is not None:
+            rec["last_delay"] = last_delay
         self._write(rec)
 
 

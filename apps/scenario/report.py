@@ -48,7 +48,7 @@ from apps.scenario.schema import (
     Scenario,
     WorkloadSpec,
 )
-from apps.scenario.tracers import cs_table, face_table
+from apps.scenario.tracers import app_delay_table, cs_table, face_table
 
 # node counters that are sizes (gauges), not cumulative counts: no totals, no reset detection
 GAUGE_SUFFIX = "_entries"
@@ -595,7 +595,15 @@ def build_report(
         "nodes": nodes,
         "links": link_stats(samples, [link.name for link in scenario.links]),
         # ndnSIM's L3RateTracer and CsTracer, per interval (docs/report.md, apps.scenario.tracers)
-        "tracers": {"faces": face_table(samples), "cs": cs_table(samples)},
+        "tracers": {
+            "faces": face_table(samples),
+            "cs": cs_table(samples),
+            "app_delays": app_delay_table(
+                {w.name: operations(records.get(w.name, [])) for w in scenario.workloads},
+                [w.name for w in scenario.workloads],
+                t0,
+            ),
+        },
         "workloads": workloads,
         "metrics": metrics,
         "faults": augmented,

@@ -91,3 +91,47 @@ def cs_table(samples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+MAX_DELAY_ROWS = 20_000  # per run, all workloads together: about 3 MB of report.json
+
+
+def _ms(seconds: Any) -> float | None:
+    return round(float(seconds) * 1000.0, 3) if isinstance(seconds, int | float) else None
+
+
+def app_delay_table(
+    records: Mapping[str, Sequence[Mapping[str, Any]]],
+    workloads: Sequence[str],
+    t0: float,
+    max_rows: int = MAX_DELAY_ROWS,
+) -> dict[str, Any]:
+    """ndnSIM's AppDelayTracer: one row per request of each workload (its operations, as
+    ``ctx.record`` wrote them), in the order they were sent, with its full delay (from its first
+    transmission), last delay (from its last) and retransmission count.  Past ``max_rows``
+    requests are counted in ``left_out``; the bound is shared fairly, each workload keeping its
+    first ``max_rows / len(workloads)`` rows."""
+    rows: list[dict[str, Any]] = []
+    left_out = 0
+    share = max_rows // max(1, len(workloads))
+    for name in workloads:
+        ops = [r for r in records.get(name, ()) if "ok" in r]
+        ops.sort(key=lambda r: float(r.get("sent") or r.get("t") or 0.0))
+        left_out += max(0, len(ops) - share)
+        for r in ops[:share]:
+            full = r.get("latency") if r.get("ok") else None
+            retx = r.get("retx")
+            last = r.get("last_delay", full if retx in (None, 0) else None)
+            sent = r.get("sent")
+            rows.append(
+                {
+                    "workload": name,
+                    "sent": round(float(sent) - t0, 4) if sent is not None else None,
+                    "ok": bool(r.get("ok")),
+                    "full_delay_ms": _ms(full),
+                    "last_delay_ms": _ms(last),
+                    "retx": retx if isinstance(retx, int) else None,
+                    "error": r.get("error"),
+                }
+            )
+    return {"request_rows": rows, "left_out": left_out}

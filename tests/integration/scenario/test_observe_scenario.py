@@ -83,3 +83,8 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
     cs = report["tracers"]["cs"]
     assert {r["node"] for r in cs} == {"a", "b"}
     assert report["tracers"]["faces"]["left_out"] == 0
+    requests = report["tracers"]["app_delays"]["request_rows"]
+    assert len(requests) == report["workloads"]["consumer"]["requests"] >= 100
+    answered = [r for r in requests if r["ok"]]
+    assert answered and all(r["retx"] is not None for r in requests)
+    assert all(0 < r["last_delay_ms"] <= r["full_delay_ms"] for r in answered)

@@ -1,15 +1,15 @@
-"""``capture:`` and ``metrics:`` in a scenario: what each node's forwarder config gets, the
-Prometheus targets file, and the errors a mistake in either gets."""
+"""``capture:`` in a scenario: the chosen nodes' forwarder configs get a pcapng file under the
+run's directory; mistakes name their line and field."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from apps.scenario.loader import parse_scenario
-from apps.scenario.runner import TARGETS_FILE, ScenarioRunner
+from apps.scenario.runner import ScenarioRunner
 from icn.errors import ConfigError
 
 TEXT = """
@@ -17,15 +17,10 @@ name: obs
 nodes: {a: {}, b: {}, c: {}}
 links: [{between: [a, b]}, {between: [b, c]}]
 capture: {nodes: [a, c], max_bytes: 1048576}
-metrics: {port: 9555}
 """
 
 
-def test_configs_get_a_capture_per_chosen_node_and_metrics_on_each_address(
-    tmp_path: Path,
-) -> None:
-    import yaml
-
+def test_configs_get_a_capture_per_chosen_node(tmp_path: Path) -> None:
     sc = parse_scenario(TEXT, check_entries=False)
     runner = ScenarioRunner(sc, tmp_path)
     for node in sc.nodes:
@@ -36,20 +31,19 @@ def test_configs_get_a_capture_per_chosen_node_and_metrics_on_each_address(
         "max_bytes": 1048576,
         "files": 2,
     }
+    assert cfg["c"]["capture"]["file"] == str(tmp_path / "pcap" / "c.pcapng")
     assert "capture" not in cfg["b"]
-    hosts = {n: runner.backend.listen_hosts(n)[0] for n in sc.nodes}
-    assert {n: c["metrics"]["listen"] for n, c in cfg.items()} == {
-        n: f"{h}:9555" for n, h in hosts.items()
-    }
-    targets = json.loads(runner.write_targets().read_text())
-    assert runner.write_targets().name == TARGETS_FILE
-    assert [t["targets"] for t in targets] == [[f"{hosts[n]}:9555"] for n in "abc"]
-    assert targets[0]["labels"] == {
-        "node": "a",
-        "kind": "forwarder",
-        "scenario": "obs",
-        "run": runner.run_id,
-    }
+    assert (tmp_path / "pcap").is_dir()  # made before the forwarder opens its file there
+
+
+def test_all_nodes_by_default(tmp_path: Path) -> None:
+    sc = parse_scenario(TEXT.replace("nodes: [a, c], ", ""), check_entries=False)
+    runner = ScenarioRunner(sc, tmp_path)
+    files = []
+    for node in sc.nodes:
+        cfg = yaml.safe_load(runner._write_config(node).read_text())
+        files.append(cfg["capture"]["file"])
+    assert files == [str(tmp_path / "pcap" / f"{n}.pcapng") for n in "abc"]
 
 
 @pytest.mark.parametrize(
@@ -58,9 +52,7 @@ def test_configs_get_a_capture_per_chosen_node_and_metrics_on_each_address(
         ("capture: {nodes: [a, x]}", r":3: capture\.nodes\[1\]: no node named 'x'"),
         ("capture: {max_bytes: 10}", r"capture\.max_bytes"),
         ("capture: {nodes: some}", r"capture\.nodes"),
-        ("metrics: {port: 0}", r"metrics\.port"),
-        ("metrics: {prot: 9400}", r"metrics\.prot"),
-        ("backend: ray\nmetrics: {}", r"metrics.*local and netns backends"),
+        ("capture: {file: a.pcap}", r"capture\.file"),
     ],
 )
 def test_mistakes_name_the_field(block: str, words: str) -> None:

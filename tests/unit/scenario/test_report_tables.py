@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.scenario.tracers import cs_table, face_table
+from apps.scenario.tracers import app_delay_table, cs_table, face_table
 
 
 def face(n: int, uri: str = "udp4://127.1.1.2:6363") -> dict[str, Any]:
@@ -56,3 +56,35 @@ def test_face_rows_are_bounded_and_a_restart_counts_from_zero() -> None:
 def test_cs_hits_and_misses_per_interval() -> None:
     rows = cs_table([sample(0.0, 0, 0, 0, 0), sample(1.0, 0, 0, 3, 1)])
     assert rows == [{"node": "a", "t0": 0.0, "t1": 1.0, "hits": 3, "misses": 1, "hit_ratio": 0.75}]
+
+
+def test_request_rows_have_full_and_last_delay_and_retransmissions() -> None:
+    records = {
+        "w": [
+            {"t": 101.5, "sent": 100.2, "ok": True, "latency": 1.3, "last_delay": 0.3, "retx": 1},
+            {"t": 100.15, "sent": 100.1, "ok": True, "latency": 0.05, "retx": 0},
+            {"t": 103.0, "sent": 100.3, "ok": False, "error": "timeout", "retx": 2},
+        ]
+    }
+    table = app_delay_table(records, ["w"], t0=100.0)
+    assert table["left_out"] == 0
+    first, retried, lost = table["request_rows"]  # in the order sent
+    assert (first["sent"], first["full_delay_ms"], first["last_delay_ms"]) == (0.1, 50.0, 50.0)
+    assert (retried["full_delay_ms"], retried["last_delay_ms"], retried["retx"]) == (
+        1300.0,
+        300.0,
+        1,
+    )
+    assert (lost["ok"], lost["retx"], lost["full_delay_ms"], lost["error"]) == (
+        False,
+        2,
+        None,
+        "timeout",
+    )
+
+
+def test_request_rows_are_bounded_per_workload() -> None:
+    ops = [{"t": float(i), "sent": float(i), "ok": True, "latency": 0.01} for i in range(10)]
+    table = app_delay_table({"w": ops, "v": ops[:2]}, ["w", "v"], t0=0.0, max_rows=8)
+    assert [r["workload"] for r in table["request_rows"]] == ["w"] * 4 + ["v"] * 2
+    assert table["left_out"] == 6
