@@ -257,8 +257,6 @@ class ForwarderDaemon:
                 "faces.size": len(self.faces),
                 # who was refused table room (and Nacked Congestion) most: a flood's sources
                 "fw.refused_by_face": dict(self.fw.refused_by_face.most_common(10)),
-                # per face (bounded by the faces up): the report's per-face TimedOutInterests
-                "fw.timed_out_by_face": dict(self.fw.timed_out_by_face),
                 "uptime_s": round(time.time() - self.started_at, 3),
             }
         )

@@ -78,23 +78,13 @@ async def forwarder_counters(child: Child, timeout: float = SAMPLE_TIMEOUT) -> d
     return {}
 
 
-TIMED_OUT_PREFIX = "timed_out_by_face."  # + face id: Interests from it that expired
-
-
 def counter_values(values: Mapping[str, Any]) -> dict[str, int]:
-    """The counters of a forwarder's snapshot: gauges and non-integers left out; the per-face
-    timed-out Interests as ``timed_out_by_face.<face id>``."""
-    out = {
+    """The counters of a forwarder's snapshot: gauges and non-integers left out."""
+    return {
         str(k): v
         for k, v in values.items()
         if isinstance(v, int) and not isinstance(v, bool) and not _is_gauge(str(k))
     }
-    per_face = values.get("fw.timed_out_by_face")
-    if isinstance(per_face, Mapping):
-        for face_id, n in per_face.items():
-            if isinstance(n, int):
-                out[f"{TIMED_OUT_PREFIX}{face_id}"] = n
-    return out
 
 
 FACE_FIELDS = (
@@ -106,6 +96,8 @@ FACE_FIELDS = (
     "n_out_nacks",
     "n_in_bytes",
     "n_out_bytes",
+    "n_satisfied_interests",
+    "n_timed_out_interests",
 )
 
 

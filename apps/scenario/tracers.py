@@ -5,9 +5,8 @@ satisfied and timed-out Interests, as rates and raw counts; its CsTracer the cac
 misses per interval.  The sampler (:mod:`apps.scenario.metrics`) keeps each face's cumulative
 counters every ``report.interval``; a row here is the difference between two samples.
 
-A face's satisfied Interests are the Data it was sent (each one answers an Interest that face
-had pending: the forwarder sends Data downstream only to a PIT in-record); its timed-out ones
-are the Interests from it whose PIT entry expired unanswered.  Rows are bounded
+A face's satisfied and timed-out Interests are its FaceStats' (faces/list): the Interests from
+it that got Data, and those whose PIT entry expired while it waited.  Rows are bounded
 (:data:`MAX_FACE_ROWS`); past the bound they are counted in ``left_out``, not kept.
 """
 
@@ -17,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from apps.scenario.metrics import FACE_FIELDS, TIMED_OUT_PREFIX
+from apps.scenario.metrics import FACE_FIELDS
 
 MAX_FACE_ROWS = 50_000  # about 15 MB of report.json; a 200-node, 10-minute run has ~300,000
 # (field in the table, counter of faces/list): ndnSIM's names, lower case
@@ -41,8 +40,6 @@ def face_table(
             continue
         for node, faces in (cur.get("faces") or {}).items():
             before_faces = (prev.get("faces") or {}).get(node) or {}
-            counters = (cur.get("nodes") or {}).get(node) or {}
-            before_counters = (prev.get("nodes") or {}).get(node) or {}
             for face_id, now in faces.items():
                 was = before_faces.get(face_id)
                 if was is None:
@@ -50,12 +47,10 @@ def face_table(
                 if len(rows) >= max_rows:
                     left_out += 1
                     continue
-                counts = {col: _delta(now[key], was[key]) for col, key in _FACE_COLUMNS}
-                counts["satisfied_interests"] = counts["out_data"]
-                key = f"{TIMED_OUT_PREFIX}{face_id}"
-                counts["timed_out_interests"] = _delta(
-                    int(counters.get(key, 0)), int(before_counters.get(key, 0))
-                )
+                counts = {
+                    col: _delta(int(now.get(key, 0)), int(was.get(key, 0)))
+                    for col, key in _FACE_COLUMNS
+                }
                 rows.append(
                     {
                         "node": node,

@@ -51,7 +51,14 @@ DEFAULT_CONGESTION_INTERVAL = 0.1
 
 class FaceStats:
     """Per-face packet counters: the NFD FaceStatus fields (bytes are counted by the transport)
-    and, as NFD's link service keeps it, the number of packets this face congestion-marked."""
+    and, as NFD's link service keeps it, the number of packets this face congestion-marked.
+
+    ndnSIM's per-face SatisfiedInterests and TimedOutInterests are here too.  Timed out: the
+    forwarder counts, when a PIT entry expires, each face with an in-record in it.  Satisfied:
+    the Data this face sent, for the forwarder sends a face Data only to answer one of its
+    Interests (to its PIT in-record, or from the content store on a hit; unsolicited Data is
+    dropped, never forwarded), so counting it again on the packet path would cost for nothing.
+    """
 
     __slots__ = (
         "n_congestion_marked",
@@ -61,6 +68,7 @@ class FaceStats:
         "n_out_data",
         "n_out_interests",
         "n_out_nacks",
+        "n_timed_out_interests",
     )
 
     def __init__(self) -> None:
@@ -71,9 +79,16 @@ class FaceStats:
         self.n_out_data = 0
         self.n_out_nacks = 0
         self.n_congestion_marked = 0
+        self.n_timed_out_interests = 0
+
+    @property
+    def n_satisfied_interests(self) -> int:
+        return self.n_out_data
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        out = {name: getattr(self, name) for name in self.__slots__}
+        out["n_satisfied_interests"] = self.n_out_data
+        return out
 
 
 def _nowhere(_wire: bytes) -> None:

@@ -40,7 +40,6 @@ class Forwarder(InterestPipeline, DataPipeline, NackPipeline):
         finalize: reflexive states whose TI went with them are dropped here instead."""
         self.faces.pop(face_id, None)
         self.refused_by_face.pop(face_id, None)
-        self.timed_out_by_face.pop(face_id, None)
         if self.pit.remove_face(face_id) and len(self.rft):
             self.rft.prune()
         self.fib.remove_face(face_id)
@@ -90,10 +89,14 @@ class Forwarder(InterestPipeline, DataPipeline, NackPipeline):
         Interests get no Nack: their downstreams have timed out too."""
         now = self.clock()
         finalize = self.finalize
-        timed_out = self.timed_out_by_face
+        faces = self.faces
         for entry in self.pit.expire(now):
+            # each downstream still waiting timed out (ndnSIM's per-face TimedOutInterests)
+            # (off the packet path; the daemon's faces carry FaceStats, a test's fakes may not)
             for face_id in entry.in_records:
-                timed_out[face_id] += 1
+                stats = getattr(faces.get(face_id), "stats", None)
+                if stats is not None:
+                    stats.n_timed_out_interests += 1
             watcher = watcher_of(entry)
             if watcher is not None:
                 watcher.on_interest_expired(entry, now)

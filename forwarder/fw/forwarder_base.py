@@ -59,9 +59,6 @@ class ForwarderBase:
         self.max_lifetime_ms = limits.interest_lifetime_max_ms
         # Interests refused for want of room (PIT or reflexive table), per face: who is flooding.
         self.refused_by_face: Counter[int] = Counter()
-        # Interests from each face whose PIT entry expired unanswered (ndnSIM's TimedOutInterests
-        # per face); counted in the expiry timer, never on the packet path
-        self.timed_out_by_face: Counter[int] = Counter()
         # DataView.freshness is in ms; compared per Data against the DNL lifetime.
         self.dnl_lifetime_ms = limits.dnl_lifetime * 1000.0
         self._strategies: dict[str, Strategy] = {}

@@ -160,6 +160,16 @@ class ForwarderCollector(Collector):
             "Interests from a face refused for want of table room (the top ten faces)",
             labels=["face"],
         )
+        satisfied = CounterMetricFamily(
+            f"{NAMESPACE}_face_interests_satisfied",
+            "Interests from a face answered with Data (forwarded to it or from the content store)",
+            labels=["face"],
+        )
+        timed_out = CounterMetricFamily(
+            f"{NAMESPACE}_face_interests_timed_out",
+            "Interests from a face whose PIT entry expired unanswered",
+            labels=["face"],
+        )
         for face in self.daemon.faces:
             fid = str(face.face_id)
             stats = face.stats
@@ -174,18 +184,13 @@ class ForwarderCollector(Collector):
             octets.add_metric([fid, "out"], face.transport.out_bytes)
             marked.add_metric([fid], stats.n_congestion_marked)
             shaped.add_metric([fid], face.shaper_dropped)
-        timed_out = CounterMetricFamily(
-            f"{NAMESPACE}_face_interests_timed_out",
-            "Interests from a face whose PIT entry expired unanswered",
-            labels=["face"],
-        )
-        for face_id, n in self.daemon.fw.timed_out_by_face.items():
-            timed_out.add_metric([str(face_id)], n)
+            satisfied.add_metric([fid], stats.n_satisfied_interests)
+            timed_out.add_metric([fid], stats.n_timed_out_interests)
         for face_id, n in self.daemon.fw.refused_by_face.most_common(10):
             refused.add_metric([str(face_id)], n)
         yield info
         yield from packets.values()
-        yield from (octets, marked, shaped, refused, timed_out)
+        yield from (octets, marked, shaped, refused, satisfied, timed_out)
 
 
 def _counter(name: str, help_: str, value: float) -> CounterMetricFamily:

@@ -1,5 +1,6 @@
-"""The shipped Grafana dashboard asks only for metrics a forwarder exports, with the labels it
-gives them (scenario and node come from the targets file), and Prometheus' config is valid."""
+"""The shipped Grafana dashboard asks only for metrics a forwarder or an RMI server exports, with
+the labels they give them (scenario and node come from the targets file), and Prometheus' config
+is valid."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import re
 from pathlib import Path
 
 import yaml
+from prometheus_client import CollectorRegistry
 
+from compute.rmi.metrics import register_rmi_metrics
+from compute.rmi.stats import CallStats
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 
@@ -33,7 +37,6 @@ async def exported(tmp_path: Path) -> dict[str, set[str]]:
             if len(daemon.faces):
                 break
             await asyncio.sleep(0.005)
-        daemon.fw.timed_out_by_face[next(iter(daemon.faces)).face_id] += 1
         daemon.counters["fw.drop_hop_limit"] += 1
         out: dict[str, set[str]] = {}
         for family in forwarder_registry(daemon).collect():
@@ -45,8 +48,34 @@ async def exported(tmp_path: Path) -> dict[str, set[str]]:
         await daemon.stop()
 
 
+class _Jobs:
+    running: dict[str, object] = {}
+
+
+class _RmiServer:
+    """What the RMI collector reads of a server: its call stats, running jobs and counters."""
+
+    def __init__(self) -> None:
+        self.stats = CallStats()
+        self.stats.finished("add", True, 0.003)
+        self.stats.finished("add", False, 2.0)
+        self.jobs = _Jobs()
+        self.counters = {"refused_busy": 1}
+
+
+def rmi_exported() -> dict[str, set[str]]:
+    registry = CollectorRegistry()
+    register_rmi_metrics(_RmiServer(), registry)  # type: ignore[arg-type]
+    out: dict[str, set[str]] = {}
+    for family in registry.collect():
+        for s in family.samples:
+            out.setdefault(s.name, set()).update(s.labels)
+    return out
+
+
 async def test_every_query_names_an_exported_metric_and_label(tmp_path: Path) -> None:
-    metrics = await exported(tmp_path)
+    metrics = await exported(tmp_path) | rmi_exported()
+    assert "icn_rmi_call_duration_seconds_bucket" in metrics
     dash = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     assert len(exprs) >= 10

@@ -7,7 +7,7 @@ from typing import Any
 from apps.scenario.tracers import app_delay_table, cs_table, face_table
 
 
-def face(n: int, uri: str = "udp4://127.1.1.2:6363") -> dict[str, Any]:
+def face(n: int, timed_out: int = 0, uri: str = "udp4://127.1.1.2:6363") -> dict[str, Any]:
     return {
         "n_in_interests": 10 * n,
         "n_out_interests": 0,
@@ -17,6 +17,8 @@ def face(n: int, uri: str = "udp4://127.1.1.2:6363") -> dict[str, Any]:
         "n_out_nacks": n,
         "n_in_bytes": 500 * n,
         "n_out_bytes": 9000 * n,
+        "n_satisfied_interests": 9 * n,
+        "n_timed_out_interests": timed_out,
         "uri": uri,
     }
 
@@ -25,10 +27,10 @@ def sample(t: float, n: int, timed_out: int, hits: int, misses: int) -> dict[str
     return {
         "t": t,
         "nodes": {
-            "a": {"fw.cs_hit": hits, "cs.miss": misses, "timed_out_by_face.257": timed_out},
+            "a": {"fw.cs_hit": hits, "cs.miss": misses},
             "b": None,
         },
-        "faces": {"a": {"257": face(n)}, "b": {}},
+        "faces": {"a": {"257": face(n, timed_out)}, "b": {}},
     }
 
 
@@ -59,7 +61,7 @@ def test_cs_hits_and_misses_per_interval() -> None:
 
 
 def test_request_rows_have_full_and_last_delay_and_retransmissions() -> None:
-    records = {
+    records: dict[str, list[dict[str, Any]]] = {
         "w": [
             {"t": 101.5, "sent": 100.2, "ok": True, "latency": 1.3, "last_delay": 0.3, "retx": 1},
             {"t": 100.15, "sent": 100.1, "ok": True, "latency": 0.05, "retx": 0},
