@@ -51,6 +51,10 @@ async def server(ctx: ServiceContext) -> None:
         validator=await ctx.validator(),
     )
     await rmi.start()
+    if ctx.metrics_registry is not None:  # a scenario's metrics: calls, durations, counters
+        from compute.rmi.metrics import register_rmi_metrics
+
+        register_rmi_metrics(rmi, ctx.metrics_registry)
     every = parse_duration(ctx.args.get("metrics_every", "0.5s"))
 
     def report() -> None:

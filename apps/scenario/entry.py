@@ -35,9 +35,13 @@ from icn.wire.packet import InterestView
 from icn.wire.signer import Signer
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from icn.observe.endpoint import MetricsEndpoint
     from icn.security.trust import Validator
 
 READY_MARK = "icn-scenario: ready"  # followed by the service's name
+METRICS_MARK = "icn-scenario: metrics"  # followed by the process' name and its HOST:PORT
 SIGNAL_FAULT = signal.SIGUSR1  # what a scenario's ``signal`` fault sends
 FLUSH_EVERY = 0.5
 
@@ -47,6 +51,11 @@ Connect = Callable[[], Awaitable[Endpoint]]
 def ready_line(name: str) -> str:
     """What a service prints on stdout once serving (the launcher waits for it)."""
     return f"{READY_MARK} {name}"
+
+
+def metrics_line(name: str, target: str) -> str:
+    """What a process prints on stdout once its /metrics listens at ``target`` (HOST:PORT)."""
+    return f"{METRICS_MARK} {name} {target}"
 
 
 @dataclass
@@ -66,6 +75,10 @@ class ServiceContext:
     # a trust block's part for this process (apps.scenario.trust): its key, certificate,
     # anchor and schema
     trust: ProcessTrust | None = field(default=None, repr=False)
+    # with a scenario's ``metrics:`` block: what this process' /metrics serves (its CPU and
+    # memory to begin with); an entry registers its own collectors here (an RMI server's)
+    metrics_registry: CollectorRegistry | None = field(default=None, repr=False)
+    _metrics: MetricsEndpoint | None = field(default=None, repr=False)
     _endpoint: Endpoint | None = field(default=None, repr=False)
     _validator: Validator | None = field(default=None, repr=False)
     _out: IO[str] | None = field(default=None, repr=False)
@@ -199,6 +212,28 @@ class ServiceContext:
         self._out.flush()
         self._buffer.clear()
 
+    async def serve_metrics(self, host: str) -> str:
+        """Serve /metrics on ``host`` at a port the kernel picks (bound, not guessed: no other
+        process can take it between a choice and the bind) and print it for the launcher,
+        which lists it in the run's Prometheus targets; ``HOST:PORT`` is returned."""
+        from prometheus_client import CollectorRegistry, ProcessCollector
+
+        from icn.observe.endpoint import serve_metrics
+
+        registry = CollectorRegistry(auto_describe=False)
+        ProcessCollector(namespace="icn", registry=registry)
+        bracketed = f"[{host}]" if ":" in host else host
+        self._metrics = await serve_metrics(f"{bracketed}:0", registry)
+        self.metrics_registry = registry
+        target = f"{bracketed}:{self._metrics.port}"
+        print(metrics_line(self.name, target), flush=True)
+        return target
+
+    async def close_metrics(self) -> None:
+        if self._metrics is not None:
+            await self._metrics.close()
+            self._metrics = None
+
     def close(self) -> None:
         self.flush()
         if self._out is not None:
@@ -317,12 +352,15 @@ async def wait_entry(task: asyncio.Future[Any], ctx: ServiceContext, grace: floa
 async def run_spec(spec: dict[str, Any]) -> int:
     fn = load_callable(spec["entry"])
     ctx = make_context(spec)
+    if spec.get("metrics_host"):
+        await ctx.serve_metrics(str(spec["metrics_host"]))
     task = start_entry(fn, ctx)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
     with contextlib.suppress(asyncio.CancelledError):  # stopped by the launcher: a normal end
         await wait_entry(task, ctx, float(spec.get("grace", 5.0)))
+    await ctx.close_metrics()
     return 0
 
 

@@ -26,7 +26,7 @@ import yaml
 from apps.procs import Child, icn_argv
 from apps.scenario import colocated, metrics, packing, results
 from apps.scenario.backend import Backend, LocalBackend
-from apps.scenario.entry import ready_line
+from apps.scenario.entry import METRICS_MARK, ready_line
 from apps.scenario.fabric import Fabric
 from apps.scenario.faults import apply_fault
 from apps.scenario.forwarders import (
@@ -47,6 +47,7 @@ from icn.errors import ConfigError, IcnError
 log = logging.getLogger(__name__)
 
 TARGETS_FILE = "prometheus-targets.json"  # file-based service discovery for Prometheus
+METRICS_WAIT = 30.0  # seconds a process has to say where its /metrics listens
 WORKLOAD_GRACE = 8.0  # time a workload gets after its duration to finish its last requests
 MONITOR_EVERY = 0.1
 
@@ -119,6 +120,8 @@ class ScenarioRunner:
         self.group_of = {node: i for i, group in enumerate(self.groups) for node in group}
         self.hosts: dict[int, ForwarderHost] = {}  # group -> the process hosting it now
         self.procs: dict[str, Child] = {}  # service and workload processes by name
+        # with metrics: each service's and workload's /metrics: name -> (node, kind, HOST:PORT)
+        self.proc_targets: dict[str, tuple[str, str, str]] = {}
         self.down: set[str] = set()
         self.expected_down: set[str] = set()
         self.expected_exit: set[int] = set()  # PIDs of processes a fault killed
@@ -207,18 +210,52 @@ class ScenarioRunner:
         )
 
     def write_targets(self) -> Path:
-        """``prometheus-targets.json``: every forwarder's /metrics, in Prometheus' file-based
-        service discovery format, labelled with its node, the scenario and the run."""
+        """``prometheus-targets.json``: every forwarder's /metrics and every service's and
+        workload's that said where it listens, in Prometheus' file-based service discovery
+        format, labelled with node, kind, process, scenario and run.  Rewritten whole (to a
+        temporary file, then renamed: Prometheus never reads half a file) when a process
+        starts or restarts on another port."""
+        run = {"scenario": self.sc.name, "run": self.run_id}
         entries = []
         for node in self.sc.nodes:
             target = self.metrics_target(node)
             if target is not None:
-                labels = {"node": node, "kind": "forwarder"}
-                labels |= {"scenario": self.sc.name, "run": self.run_id}
+                labels = {"node": node, "kind": "forwarder", "process": node} | run
                 entries.append({"targets": [target], "labels": labels})
+        for name, (node, kind, target) in sorted(self.proc_targets.items()):
+            labels = {"node": node, "kind": kind, "process": name} | run
+            entries.append({"targets": [target], "labels": labels})
         path = self.out_dir / TARGETS_FILE
-        path.write_text(json.dumps(entries, indent=1) + "\n")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(entries, indent=1) + "\n")
+        tmp.replace(path)
         return path
+
+    def watch_metrics(self, proc: ProcessSpec, child: Child) -> None:
+        """With ``metrics:``: read where ``proc``'s /metrics listens from its output (the
+        process binds a free port itself and prints it) and list it in the targets file."""
+        if self.sc.metrics is None or not hasattr(child, "output"):
+            return
+        mark = f"{METRICS_MARK} {proc.name} "
+        kind = _kind(proc)
+
+        async def watch() -> None:
+            deadline = time.monotonic() + METRICS_WAIT
+            while time.monotonic() < deadline:
+                text = await asyncio.to_thread(child.output)
+                for line in text.splitlines():
+                    if line.startswith(mark):
+                        self.proc_targets[proc.name] = (proc.node, kind, line[len(mark) :])
+                        self.write_targets()
+                        return
+                if child.proc.poll() is not None:
+                    return  # it ended first: its restart, if any, is watched again
+                await asyncio.sleep(0.1)
+            self.event(f"metrics: {proc.name} did not say where its /metrics listens")
+
+        task = asyncio.ensure_future(watch())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _log_name(self, name: str) -> str:
         """``name`` the first time, ``name.1``, ``name.2``... for restarts (logs are kept)."""
@@ -319,6 +356,8 @@ class ScenarioRunner:
             "links": [list(ln.between) for ln in self.sc.links],
             "results": str(self.results_path(proc.name)),
         }
+        if self.sc.metrics is not None:  # the process serves /metrics on its node's address
+            spec["metrics_host"] = self.backend.listen_hosts(proc.node)[0]
         if kind == "workload":
             spec["duration"] = duration
             spec["start_at"] = time.time()
@@ -353,6 +392,7 @@ class ScenarioRunner:
             argv = self._entry_argv(self._spec_file(svc, "service", None))
             child = await self._spawn(svc.node, self._log_name(svc.name), argv)
             self.procs[svc.name] = child
+            self.watch_metrics(svc, child)
             await self._wait_for(child, ready_line(svc.name), svc.ready_timeout, "stdout")
         self.process_back(svc)
 
@@ -389,6 +429,7 @@ class ScenarioRunner:
         spec = self._spec_file(wl, "workload", duration)
         name = self._log_name(wl.name)
         self.procs[wl.name] = await self._spawn(wl.node, name, self._entry_argv(spec))
+        self.watch_metrics(wl, self.procs[wl.name])
         self.event(f"workload {wl.name} {'restarted' if again else 'started'} on {wl.node}")
         self.process_back(wl)
 

@@ -4,12 +4,14 @@ workload's Interests, and report.json has the per-face and content store tables.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,9 +54,24 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
     with ProcessGroup(tmp_path) as group:
         run = group.start("run", argv, env={"COLUMNS": "200"})
         run.wait_for("workload consumer started", timeout=30, stream="stdout")
-        targets = json.loads((out / "prometheus-targets.json").read_text())
-        assert sorted(t["labels"]["node"] for t in targets) == ["a", "b"]
-        scraped = {}
+        targets: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 10  # the workload's process says its port as it starts
+        while time.monotonic() < deadline and len(targets) < 4:
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                targets = json.loads((out / "prometheus-targets.json").read_text())
+            time.sleep(0.1)
+        kinds = sorted((t["labels"]["kind"], t["labels"]["process"]) for t in targets)
+        assert kinds == [
+            ("forwarder", "a"),
+            ("forwarder", "b"),
+            ("service", "producer"),
+            ("workload", "consumer"),
+        ]
+        for t in targets:  # each process' own /metrics, at the port it bound
+            if t["labels"]["kind"] != "forwarder":
+                assert "icn_process_cpu_seconds_total" in scrape(t["targets"][0])
+        targets = [t for t in targets if t["labels"]["kind"] == "forwarder"]
+        scraped: dict[str, float] = {}
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and len(scraped) < 2:
             for t in targets:

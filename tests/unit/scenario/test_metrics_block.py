@@ -19,6 +19,10 @@ nodes: {a: {}, b: {}, c: {}}
 links: [{between: [a, b]}, {between: [b, c]}]
 metrics: {port: 9555}
 """
+SERVICES = """
+services: [{name: p, node: c, entry: apps.workloads:producer, args: {prefix: /p}}]
+workloads: [{name: w, node: a, entry: apps.workloads:consumer, args: {prefix: /p}}]
+"""
 
 
 def test_metrics_on_each_address_and_a_targets_file(tmp_path: Path) -> None:
@@ -37,9 +41,32 @@ def test_metrics_on_each_address_and_a_targets_file(tmp_path: Path) -> None:
     assert targets[0]["labels"] == {
         "node": "a",
         "kind": "forwarder",
+        "process": "a",
         "scenario": "obs",
         "run": runner.run_id,
     }
+
+
+def test_services_and_workloads_bind_their_own_port_and_are_listed(tmp_path: Path) -> None:
+    sc = parse_scenario(TEXT + SERVICES, check_entries=False)
+    runner = ScenarioRunner(sc, tmp_path)
+    spec = json.loads(runner._spec_file(sc.workloads[0], "workload", 1.0).read_text())
+    assert spec["metrics_host"] == runner.backend.listen_hosts("a")[0]
+    runner.proc_targets["p"] = ("c", "service", "127.0.0.3:41234")
+    targets = json.loads(runner.write_targets().read_text())
+    assert targets[-1] == {
+        "targets": ["127.0.0.3:41234"],
+        "labels": {
+            "node": "c",
+            "kind": "service",
+            "process": "p",
+            "scenario": "obs",
+            "run": runner.run_id,
+        },
+    }
+    runner.proc_targets["p"] = ("c", "service", "127.0.0.3:41999")  # restarted elsewhere
+    assert json.loads(runner.write_targets().read_text())[-1]["targets"] == ["127.0.0.3:41999"]
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_no_block_no_metrics(tmp_path: Path) -> None:
