@@ -21,9 +21,9 @@ from forwarder.face.shaper import CallLater, Shaper, ShaperConfig
 from forwarder.face.transport import Transport
 from forwarder.face_api import PacketSink
 
-# what a packet tap sees of one face: a hook for each link packet received, one for each sent
+# a packet tap: given a face and its receive and send, the two wrapped to see every link packet
 PacketHook = Callable[[bytes], None]
-Tap = Callable[["Face"], tuple[PacketHook, PacketHook]]
+Tap = Callable[["Face", PacketHook, PacketHook], tuple[PacketHook, PacketHook]]
 
 
 class Face:
@@ -179,29 +179,18 @@ class Face:
         return shaper
 
     def set_tap(self, tap: Tap | None) -> None:
-        """Show ``tap``'s hooks for this face every link packet it receives and sends (after
-        its shaper: what the transport carries), or stop (None).  Only a tapped face pays for
-        it: the hooks are spliced into the receive and send callbacks, no test on the path of
-        an untapped face."""
+        """Let ``tap`` see every link packet this face receives and sends (after its shaper:
+        what the transport carries), or stop (None).  Only a tapped face pays for it: the tap's
+        wrappers replace the receive and send callbacks, no test on an untapped face's path."""
         self._tap = tap
-        receive = self.link.receive
+        receive: PacketHook = self.link.receive
         send = self.transport.send
         if tap is None:
             self._to_transport = send
             inbound = receive
         else:
-            on_receive, on_send = tap(self)
-
-            def tapped_send(wire: bytes) -> None:
-                on_send(wire)
-                send(wire)
-
-            def tapped_receive(wire: bytes) -> None:
-                on_receive(wire)
-                receive(wire)
-
-            self._to_transport = tapped_send
-            inbound = tapped_receive
+            # the tap's own wrappers, not ours around its hooks: one call per packet, not two
+            inbound, self._to_transport = tap(self, receive, send)
         if not self.transport.closed:
             self.transport.bind(inbound, self._transport_closed)
         if self._shaper is not None:

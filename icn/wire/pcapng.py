@@ -59,12 +59,14 @@ def section_header(application: str = "icn-net") -> bytes:
     return _block(SHB, struct.pack("<IHHq", _BYTE_ORDER_MAGIC, 1, 0, -1) + options)
 
 
-def interface_description(name: str, description: str) -> bytes:
-    """An Interface Description Block for one face: PPP, no snap length, microseconds."""
+def interface_description(name: str, description: str, nanoseconds: bool = False) -> bytes:
+    """An Interface Description Block for one face: PPP, no snap length, its packets' times
+    in microseconds (pcapng's default) or ``nanoseconds`` (a capture then stores
+    ``time.time_ns()`` as it is, with no division per packet)."""
     options = (
         _option(_IF_NAME, name.encode())
         + _option(_IF_DESCRIPTION, description.encode())
-        + _option(_IF_TSRESOL, b"\x06")
+        + _option(_IF_TSRESOL, b"\x09" if nanoseconds else b"\x06")
         + _option(_OPT_END, b"")
     )
     return _block(IDB, struct.pack("<HHI", LINKTYPE_PPP, 0, 0) + options)

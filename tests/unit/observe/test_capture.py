@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
-import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,10 @@ from icn.wire.pcapng import (
     read_capture,
     section_header,
 )
+
+
+def _ignore(_wire: bytes) -> None:
+    """What the face would do with the packet next: nothing, here."""
 
 
 class FakeFace:
@@ -86,12 +90,12 @@ def test_capture_writes_an_interface_per_face_and_both_directions(tmp_path: Path
     counters: Counter[str] = Counter()
     cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 2, counters)
     a, b = FakeFace(257, "udp4://10.0.0.2:6363"), FakeFace(258, "unix:///tmp/app.sock")
-    a_in, _a_out = cap.hooks(a)  # type: ignore[arg-type]
-    b_in, b_out = cap.hooks(b)  # type: ignore[arg-type]
+    a_in, _a_out = cap.tap(a, _ignore, _ignore)  # type: ignore[arg-type]
+    b_in, b_out = cap.tap(b, _ignore, _ignore)  # type: ignore[arg-type]
     a_in(interest("/x"))
     b_out(interest("/x"))
     b_in(make_data(from_uri("/x"), b"hi"))
-    cap.close()  # hands the batch over and waits for the writer process to finish the file
+    cap.close()  # writes what is left and closes the file
     pkts = read(tmp_path / "c.pcapng")
     assert [(p.interface.name, p.inbound) for p in pkts] == [
         ("udp4://10.0.0.2:6363", True),
@@ -114,7 +118,7 @@ def test_rotation_keeps_every_packet_and_at_most_files_files(tmp_path: Path) -> 
     path = tmp_path / "c.pcapng"
     counters: Counter[str] = Counter()
     cap = PacketCapture(str(path), 64 * 1024, 3, counters)
-    received, sent = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
+    received, sent = cap.tap(FakeFace(257, "udp4://10.0.0.2:6363"), _ignore, _ignore)  # type: ignore[arg-type]
     for i in range(300):  # ~320 KB: five files' worth, three kept
         (received if i % 2 == 0 else sent)(data(i))
         if i % 10 == 9:
@@ -137,49 +141,42 @@ def test_a_failed_write_counts_the_packets_and_the_capture_goes_on(
 ) -> None:
     counters: Counter[str] = Counter()
     cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 1, counters)
-    received, _ = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
+    received, _ = cap.tap(FakeFace(257, "udp4://10.0.0.2:6363"), _ignore, _ignore)  # type: ignore[arg-type]
     received(data(0))
     received(data(1))
     cap.close()
     assert counters["capture.not_written"] == 0 and len(read(tmp_path / "c.pcapng")) == 2
 
     cap = PacketCapture(str(tmp_path / "d.pcapng"), 1 << 20, 1, counters := Counter())
-    received, _ = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
-    writer = cap._writer
+    received, _ = cap.tap(FakeFace(257, "udp4://10.0.0.2:6363"), _ignore, _ignore)  # type: ignore[arg-type]
+    writer = cap.file
     assert writer.fd is not None
     os.close(writer.fd)  # the disk went away under us
     writer.fd = os.open("/dev/full", os.O_WRONLY)
     for i in range(3):
         received(data(i))
         cap.flush()  # a write each: three failures
-    cap.close()  # ENOSPC in the writer: counted, logged once, nothing raised
+    cap.close()  # ENOSPC: counted, logged once, nothing raised
     assert counters["capture.not_written"] == 3 and counters["capture.packets"] == 3
     assert len([r for r in caplog.records if "capture" in r.getMessage()]) == 1
-    assert isinstance(writer.error, OSError)
 
 
-def test_a_writer_that_falls_behind_drops_and_counts_batches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import forwarder.observe.capture as capture
-
-    monkeypatch.setattr(capture, "MAX_PENDING", 3000)
-    monkeypatch.setattr(capture._Writer, "start", lambda self: None)  # a writer that is stuck
-    counters: Counter[str] = Counter()
-    cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 1, counters)
-    received, _ = cap.hooks(FakeFace(257, "udp4://10.0.0.2:6363"))  # type: ignore[arg-type]
+def test_the_tap_records_then_forwards_each_packet(tmp_path: Path) -> None:
+    cap = PacketCapture(str(tmp_path / "c.pcapng"), 1 << 20, 1, Counter())
+    got: list[tuple[str, bytes]] = []
+    received, sent = cap.tap(
+        FakeFace(257, "udp4://10.0.0.2:6363"),  # type: ignore[arg-type]
+        lambda w: got.append(("in", w)),
+        lambda w: got.append(("out", w)),
+    )
     received(data(0))
-    cap.flush()  # ~1 KB waiting: room
-    for i in range(1, 4):
-        received(data(i))
-    cap.flush()  # ~4 KB would wait: dropped and counted
-    assert counters["capture.not_written"] == 3
-    threading.Thread.start(cap._writer)  # the writer catches up
+    sent(data(1))
     cap.close()
-    assert counters["capture.not_written"] == 3 and counters["capture.packets"] == 4
+    assert got == [("in", data(0)), ("out", data(1))]
     pkts = read(tmp_path / "c.pcapng")
-    assert [describe(p).name for p in pkts] == ["/r/0"]
-    assert pkts[0].interface.name == "udp4://10.0.0.2:6363"
+    assert [describe(p).name for p in pkts] == ["/r/0", "/r/1"]
+    # nanosecond stamps, read back as seconds since the epoch
+    assert abs(pkts[0].time - time.time()) < 60
 
 
 def test_pcap_lines_for_nack_and_fragments() -> None:

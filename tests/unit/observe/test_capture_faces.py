@@ -75,7 +75,7 @@ def test_a_face_table_without_capture_sets_no_tap() -> None:
     face = Face(near)
     table.add(face)
     assert table.tap is None and face.link.output == near.send
-    face.set_tap(lambda f: (lambda w: None, lambda w: None))
+    face.set_tap(lambda f, receive, send: (receive, lambda w: send(w)))
     assert face.link.output != near.send
     face.set_tap(None)  # a capture that stops gives the face its direct path back
     assert face.link.output == near.send
