@@ -99,6 +99,10 @@ async def flow(ctx: ServiceContext) -> None:
     state_dir = None if graph.settings.state_dir else ctx.run_dir / "state" / ctx.name
     validator = await ctx.validator()
     run = FlowRun(graph, connect, which, state_dir=state_dir, validator=validator)
+    if ctx.metrics_registry is not None:  # a scenario's metrics: each operator instance's
+        from compute.stream.metrics import register_stream_metrics
+
+        register_stream_metrics(run, ctx.metrics_registry)
     await run.start()
     for inst in run.instances:
         if inst.counters["restored"]:

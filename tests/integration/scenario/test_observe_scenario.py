@@ -31,6 +31,16 @@ services:
     entry: apps.workloads:producer
     announce: [/obs/data]
     args: {prefix: /obs/data, size: 512}
+  - name: flow
+    node: b
+    entry: apps.stream_entries:flow
+    announce: [/obs/stream/gen]
+    args:
+      graph:
+        flow: /obs/stream
+        operators:
+          - {name: gen, type: generator, node: b, count: 100, rate: 50, batch: 10}
+          - {name: out, type: file_sink, node: b, input: gen, path: "{run_dir}/gen.jsonl"}
 workloads:
   - name: consumer
     node: a
@@ -56,7 +66,7 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
         run.wait_for("workload consumer started", timeout=30, stream="stdout")
         targets: list[dict[str, Any]] = []
         deadline = time.monotonic() + 10  # the workload's process says its port as it starts
-        while time.monotonic() < deadline and len(targets) < 4:
+        while time.monotonic() < deadline and len(targets) < 5:
             with contextlib.suppress(FileNotFoundError, ValueError):
                 targets = json.loads((out / "prometheus-targets.json").read_text())
             time.sleep(0.1)
@@ -64,12 +74,16 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
         assert kinds == [
             ("forwarder", "a"),
             ("forwarder", "b"),
+            ("service", "flow"),
             ("service", "producer"),
             ("workload", "consumer"),
         ]
         for t in targets:  # each process' own /metrics, at the port it bound
             if t["labels"]["kind"] != "forwarder":
                 assert "icn_process_cpu_seconds_total" in scrape(t["targets"][0])
+        # the stream service's operators are in its own /metrics
+        (flow,) = [t["targets"][0] for t in targets if t["labels"]["process"] == "flow"]
+        assert 'icn_stream_records_out_total{operator="gen"' in scrape(flow)
         targets = [t for t in targets if t["labels"]["kind"] == "forwarder"]
         scraped: dict[str, float] = {}
         deadline = time.monotonic() + 10
