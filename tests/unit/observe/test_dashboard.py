@@ -1,6 +1,6 @@
-"""The shipped Grafana dashboard asks only for metrics a forwarder or an RMI server exports, with
-the labels they give them (scenario and node come from the targets file), and Prometheus' config
-is valid."""
+"""The shipped Grafana dashboard asks only for metrics a forwarder, an RMI server or a stream
+flow exports, with the labels they give them (scenario, node and process come from the targets
+file), and Prometheus' config is valid."""
 
 from __future__ import annotations
 
@@ -12,15 +12,20 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
+from apps.inproc import attach_endpoint
 from compute.rmi.metrics import register_rmi_metrics
 from compute.rmi.stats import CallStats
+from compute.stream.flow import FlowRun
+from compute.stream.graph import parse_graph
+from compute.stream.metrics import register_stream_metrics
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
+from icn.dataplane.endpoint import Endpoint
 
 ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD = ROOT / "deploy" / "grafana" / "icn-dashboard.json"
 PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
-SCRAPE_LABELS = {"scenario", "node", "kind", "run", "job", "instance"}
+SCRAPE_LABELS = {"scenario", "node", "kind", "process", "run", "job", "instance"}
 
 
 async def exported(tmp_path: Path) -> dict[str, set[str]]:
@@ -73,8 +78,40 @@ def rmi_exported() -> dict[str, set[str]]:
     return out
 
 
+async def stream_exported(tmp_path: Path) -> dict[str, set[str]]:
+    """What a small flow (a generator into a file sink, on an in-process forwarder) exports."""
+    daemon = ForwarderDaemon(config_from_dict({"listen": {}, "log_level": "warning"}))
+    await daemon.start(signals=False)
+
+    async def connect() -> Endpoint:
+        return attach_endpoint(daemon)
+
+    graph = {
+        "flow": "/dash",
+        "operators": [
+            {"name": "gen", "type": "generator", "count": 20, "batch": 5},
+            {"name": "out", "type": "file_sink", "input": "gen", "path": str(tmp_path / "o")},
+        ],
+    }
+    run = FlowRun(parse_graph(graph), connect, state_dir=tmp_path / "state")
+    registry = CollectorRegistry(auto_describe=False)
+    register_stream_metrics(run, registry)
+    try:
+        await run.start()
+        assert await run.wait(timeout=20)
+        out: dict[str, set[str]] = {}
+        for family in registry.collect():
+            for s in family.samples:
+                out.setdefault(s.name, set()).update(s.labels)
+        return out
+    finally:
+        await run.stop()
+        await daemon.stop()
+
+
 async def test_every_query_names_an_exported_metric_and_label(tmp_path: Path) -> None:
-    metrics = await exported(tmp_path) | rmi_exported()
+    metrics = await exported(tmp_path) | rmi_exported() | await stream_exported(tmp_path)
+    assert "icn_stream_records_out_total" in metrics
     assert "icn_rmi_call_duration_seconds_bucket" in metrics
     dash = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
