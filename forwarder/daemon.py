@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("forwarder")
 
 COUNTERS_TAG = "counters: "  # the SIGUSR1 line; apps/procs.py parses it
+# a snapshot key per face: FACE_TIMED_OUT_PREFIX + face id -> its timed-out Interests
+FACE_TIMED_OUT_PREFIX = "face_timed_out."
 
 
 def table_limits(config: ForwarderConfig) -> TableLimits:
@@ -260,6 +262,12 @@ class ForwarderDaemon:
                 "uptime_s": round(time.time() - self.started_at, 3),
             }
         )
+        # per face up (so bounded), the report's per-face TimedOutInterests: faces/list is
+        # NFD's FaceStatus, which has no field for it
+        for face in self.faces:
+            n = face.link.stats.n_timed_out_interests
+            if n:
+                out[f"{FACE_TIMED_OUT_PREFIX}{face.face_id}"] = n
         return out
 
     def log_counters(self) -> None:

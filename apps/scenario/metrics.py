@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from apps.procs import Child
 from apps.scenario.fabric import Fabric
-from forwarder.daemon import COUNTERS_TAG
+from forwarder.daemon import COUNTERS_TAG, FACE_TIMED_OUT_PREFIX
 from icn.dataplane import mgmt_client
 from icn.errors import IcnError
 
@@ -101,14 +101,30 @@ FACE_FIELDS = (
 )
 
 
-def face_counters(faces: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each non-internal face's counters (faces/list), by face id, with its remote URI."""
+def face_counters(
+    faces: list[dict[str, Any]], counters: dict[str, int] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each non-internal face's counters (faces/list), by face id, with its remote URI.
+
+    faces/list is NFD's FaceStatus, without satisfied and timed-out Interests: satisfied is
+    the Data sent to the face (what FaceStats counts it as: this forwarder sends a face Data
+    only for its pending Interest or a content store hit), and the timed-out counts come
+    from the node's ``counters`` (``face_timed_out.<id>`` keys of its snapshot), which are
+    taken out of ``counters`` here so they stay out of the node's own totals."""
+    timed_out: dict[str, int] = {}
+    if counters is not None:
+        for key in [k for k in counters if k.startswith(FACE_TIMED_OUT_PREFIX)]:
+            timed_out[key[len(FACE_TIMED_OUT_PREFIX) :]] = counters.pop(key)
     out: dict[str, dict[str, Any]] = {}
     for f in faces:
         face_id = int(f["face_id"])
         if face_id < 256:  # the management face and other internal ones
             continue
         entry: dict[str, Any] = {k: int(f.get(k, 0) or 0) for k in FACE_FIELDS}
+        if "n_satisfied_interests" not in f:
+            entry["n_satisfied_interests"] = entry["n_out_data"]
+        if "n_timed_out_interests" not in f:
+            entry["n_timed_out_interests"] = timed_out.get(str(face_id), 0)
         entry["uri"] = str(f.get("uri", ""))
         out[str(face_id)] = entry
     return out
@@ -153,7 +169,7 @@ async def sample(
         counters, faces, dropped = res
         out_nodes[node] = counters
         faces_of[node] = {int(f["face_id"]): f for f in faces}
-        face_table[node] = face_counters(faces)
+        face_table[node] = face_counters(faces, counters)
         dropped_of[node] = dropped
     links: dict[str, dict[str, dict[str, int]]] = {}
     for link in fabric.sc.links:

@@ -5,8 +5,10 @@ satisfied and timed-out Interests, as rates and raw counts; its CsTracer the cac
 misses per interval.  The sampler (:mod:`apps.scenario.metrics`) keeps each face's cumulative
 counters every ``report.interval``; a row here is the difference between two samples.
 
-A face's satisfied and timed-out Interests are its FaceStats' (faces/list): the Interests from
-it that got Data, and those whose PIT entry expired while it waited.  Rows are bounded
+A face's satisfied and timed-out Interests are its FaceStats' (the sampler reads them, see
+:func:`apps.scenario.metrics.face_counters`): the Interests from it that got Data, and those
+whose PIT entry expired while it waited.  A face made during an interval counts from zero; the
+counts a face gained after the last sample before it closed are not seen.  Rows are bounded
 (:data:`MAX_FACE_ROWS`); past the bound they are counted in ``left_out``, not kept.
 """
 
@@ -39,11 +41,13 @@ def face_table(
         if seconds <= 0:
             continue
         for node, faces in (cur.get("faces") or {}).items():
-            before_faces = (prev.get("faces") or {}).get(node) or {}
+            before_faces = (prev.get("faces") or {}).get(node)
+            if before_faces is None:
+                continue  # the node did not answer the sample before: no baseline
             for face_id, now in faces.items():
-                was = before_faces.get(face_id)
-                if was is None:
-                    continue  # a face that appeared in this interval: no baseline
+                # a face that appeared in this interval counted from zero since it was made
+                # (an app's face often lives a second or two: its whole life is in the table)
+                was = before_faces.get(face_id) or {}
                 if len(rows) >= max_rows:
                     left_out += 1
                     continue

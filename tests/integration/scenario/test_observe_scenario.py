@@ -22,7 +22,7 @@ name: observed
 duration: 5s
 nodes: {a: {}, b: {}}
 links:
-  - {between: [a, b], delay: 1ms}
+  - {between: [a, b], delay: 20ms}
 capture: {nodes: [a]}
 metrics: {port: 9461}
 services:
@@ -48,6 +48,12 @@ workloads:
     start: 0.5s
     duration: 3.5s
     args: {prefix: /obs/data, rate: 50}
+  - name: impatient  # gives up before the Data can be back: a's PIT entries expire
+    node: a
+    entry: apps.workloads:consumer
+    start: 0.5s
+    duration: 2s
+    args: {prefix: /obs/data/late, rate: 20, lifetime: 10ms, retries: 0}  # none cached
 """
 
 
@@ -66,7 +72,7 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
         run.wait_for("workload consumer started", timeout=30, stream="stdout")
         targets: list[dict[str, Any]] = []
         deadline = time.monotonic() + 10  # the workload's process says its port as it starts
-        while time.monotonic() < deadline and len(targets) < 5:
+        while time.monotonic() < deadline and len(targets) < 6:
             with contextlib.suppress(FileNotFoundError, ValueError):
                 targets = json.loads((out / "prometheus-targets.json").read_text())
             time.sleep(0.1)
@@ -77,6 +83,7 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
             ("service", "flow"),
             ("service", "producer"),
             ("workload", "consumer"),
+            ("workload", "impatient"),
         ]
         for t in targets:  # each process' own /metrics, at the port it bound
             if t["labels"]["kind"] != "forwarder":
@@ -111,10 +118,20 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
     ]  # fmt: skip
     assert busy, rows[:5]
     assert all(r["rates"]["out_interests"] > 0 for r in busy)
+    # per face outcomes: b answered a's Interests (satisfied on b's face towards a); the
+    # impatient consumer's Interests expired in a's PIT (timed out on its app face there)
+    assert any(r["node"] == "b" and r["counts"]["satisfied_interests"] > 0 for r in rows)
+    # (an entry is matched until the expiry timer takes it, so some late Data still satisfies)
+    timed_out = sum(r["counts"]["timed_out_interests"] for r in rows if r["node"] == "a")
+    assert 0 < timed_out <= report["nodes"]["a"]["totals"]["pit.expired"], rows
+    assert not [k for k in report["nodes"]["a"]["counters"] if k.startswith("face_timed_out.")]
     cs = report["tracers"]["cs"]
     assert {r["node"] for r in cs} == {"a", "b"}
     assert report["tracers"]["faces"]["left_out"] == 0
     requests = report["tracers"]["app_delays"]["request_rows"]
+    lost = [r for r in requests if r["workload"] == "impatient"]
+    assert lost and all(r["error"] == "timeout" and r["retx"] == 0 for r in lost)
+    requests = [r for r in requests if r["workload"] == "consumer"]
     assert len(requests) == report["workloads"]["consumer"]["requests"] >= 100
     answered = [r for r in requests if r["ok"]]
     assert answered and all(r["retx"] is not None for r in requests)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.scenario.metrics import face_counters
 from apps.scenario.tracers import app_delay_table, cs_table, face_table
 
 
@@ -53,6 +54,34 @@ def test_face_rows_are_bounded_and_a_restart_counts_from_zero() -> None:
     assert len(table["interval_rows"]) == 3 and table["left_out"] == 1
     restarted = table["interval_rows"][1]  # t 1 -> 2: the counter fell from 50 to 10
     assert restarted["counts"]["in_interests"] == 10
+
+
+def test_a_new_face_counts_from_zero_a_silent_node_gives_no_rows() -> None:
+    first = sample(0.0, 1, 0, 0, 0)
+    second = sample(1.0, 2, 0, 0, 0)
+    second["faces"]["a"]["300"] = face(3, timed_out=4, uri="fd://9")  # an app came
+    second["faces"]["b"] = {"257": face(1)}  # b answered, not the sample before
+    del first["faces"]["b"]
+    rows = face_table([first, second])["interval_rows"]
+    assert [(r["node"], r["face"]) for r in rows] == [("a", 257), ("a", 300)]
+    assert rows[1]["counts"]["in_interests"] == 30
+    assert rows[1]["counts"]["timed_out_interests"] == 4
+
+
+def test_faces_list_rows_get_satisfied_and_timed_out_from_the_node() -> None:
+    # faces/list is NFD's FaceStatus: no satisfied or timed-out fields; the node's snapshot
+    # has the timed-out counts per face, which leave the node's own counters
+    listed: list[dict[str, Any]] = [
+        {"face_id": 1, "n_in_interests": 5},  # internal: left out
+        {"face_id": 257, "uri": "udp4://127.1.1.2:6363", "n_in_interests": 7, "n_out_data": 6},
+        {"face_id": 258, "uri": "fd://4", "n_in_interests": 2},
+    ]
+    counters = {"fw.cs_hit": 3, "face_timed_out.258": 2}
+    table = face_counters(listed, counters)
+    assert sorted(table) == ["257", "258"]
+    assert table["257"]["n_satisfied_interests"] == 6 and table["257"]["n_timed_out_interests"] == 0
+    assert table["258"]["n_timed_out_interests"] == 2 and table["258"]["uri"] == "fd://4"
+    assert counters == {"fw.cs_hit": 3}
 
 
 def test_cs_hits_and_misses_per_interval() -> None:
