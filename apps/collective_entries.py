@@ -108,6 +108,7 @@ async def aggregator(ctx: ServiceContext) -> None:
         member_timeout=_seconds(ctx.args, "member_timeout", "10s"),
         bypass_after=_seconds(ctx.args, "bypass_after", "1s"),
     )
+    _export_metrics(ctx, agg)
     await agg.start()
     ctx.ready()
     stop = asyncio.Event()
@@ -133,7 +134,7 @@ def _collective(ctx: ServiceContext, plan: Plan, ep: Any) -> Collective:
     worker = str(ctx.args.get("worker", ctx.name))
     if worker not in plan.workers:
         raise SystemExit(f"args.worker: {worker!r} is not in args.workers {list(plan.workers)}")
-    return Collective(
+    coll = Collective(
         plan,
         worker,
         ep,
@@ -142,6 +143,16 @@ def _collective(ctx: ServiceContext, plan: Plan, ep: Any) -> Collective:
         lifetime_ms=int(_seconds(ctx.args, "lifetime", "500ms") * 1000),
         deadline=_seconds(ctx.args, "deadline", "30s"),
     )
+    _export_metrics(ctx, coll)
+    return coll
+
+
+def _export_metrics(ctx: ServiceContext, member: Collective | Aggregator) -> None:
+    """With a scenario's ``metrics:``, the member's counters in the process's own /metrics."""
+    if ctx.metrics_registry is not None:
+        from compute.collective.metrics import register_collective_metrics
+
+        register_collective_metrics(member, ctx.metrics_registry)
 
 
 EXACT = "bit_exact_or_named_error"  # the invariant every round of a worker is checked for

@@ -1,6 +1,8 @@
 """A scenario with ``capture:`` and ``metrics:``: every forwarder's /metrics answers at the
-address the targets file gives while the run lasts, the chosen node's capture holds the
-workload's Interests, and report.json has the per-face and content store tables."""
+address the targets file gives while the run lasts (and each service's and workload's, a stream
+flow's and collective members' with their own families), the chosen node's capture holds the
+workload's Interests, and report.json has the per-face tables (satisfied and timed-out
+Interests included), the content store's and the per-request one."""
 
 from __future__ import annotations
 
@@ -41,7 +43,18 @@ services:
         operators:
           - {name: gen, type: generator, node: b, count: 100, rate: 50, batch: 10}
           - {name: out, type: file_sink, node: b, input: gen, path: "{run_dir}/gen.jsonl"}
+  - name: agg
+    node: b
+    entry: apps.collective_entries:aggregator
+    announce: [/obs/ar/sum]
+    args: &job {job: /obs/ar, workers: {w0: a, w1: b}, aggregators: [b]}
 workloads:
+  - {name: w0, node: a, entry: apps.collective_entries:worker, start: 0.5s,
+     announce: [/obs/ar/w/w0],
+     args: {<<: *job, worker: w0, rounds: 3, every: 1s, size: 64KiB}}
+  - {name: w1, node: b, entry: apps.collective_entries:worker, start: 0.5s,
+     announce: [/obs/ar/w/w1],
+     args: {<<: *job, worker: w1, rounds: 3, every: 1s, size: 64KiB}}
   - name: consumer
     node: a
     entry: apps.workloads:consumer
@@ -72,7 +85,7 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
         run.wait_for("workload consumer started", timeout=30, stream="stdout")
         targets: list[dict[str, Any]] = []
         deadline = time.monotonic() + 10  # the workload's process says its port as it starts
-        while time.monotonic() < deadline and len(targets) < 6:
+        while time.monotonic() < deadline and len(targets) < 9:
             with contextlib.suppress(FileNotFoundError, ValueError):
                 targets = json.loads((out / "prometheus-targets.json").read_text())
             time.sleep(0.1)
@@ -80,17 +93,22 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
         assert kinds == [
             ("forwarder", "a"),
             ("forwarder", "b"),
+            ("service", "agg"),
             ("service", "flow"),
             ("service", "producer"),
             ("workload", "consumer"),
             ("workload", "impatient"),
+            ("workload", "w0"),
+            ("workload", "w1"),
         ]
         for t in targets:  # each process' own /metrics, at the port it bound
             if t["labels"]["kind"] != "forwarder":
                 assert "icn_process_cpu_seconds_total" in scrape(t["targets"][0])
-        # the stream service's operators are in its own /metrics
-        (flow,) = [t["targets"][0] for t in targets if t["labels"]["process"] == "flow"]
-        assert 'icn_stream_records_out_total{operator="gen"' in scrape(flow)
+        # the stream service's operators and the collective members are in their own /metrics
+        at = {t["labels"]["process"]: t["targets"][0] for t in targets}
+        assert 'icn_stream_records_out_total{operator="gen"' in scrape(at["flow"])
+        assert 'icn_collective_rounds_total{job="/obs/ar",member="w0"' in scrape(at["w0"])
+        assert 'icn_collective_rounds_total{job="/obs/ar",member="b"' in scrape(at["agg"])
         targets = [t for t in targets if t["labels"]["kind"] == "forwarder"]
         scraped: dict[str, float] = {}
         deadline = time.monotonic() + 10
