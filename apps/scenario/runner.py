@@ -37,6 +37,7 @@ from apps.scenario.forwarders import (
     SoloForwarder,
     await_ready,
 )
+from apps.scenario.ns_relay import NamespaceRelays
 from apps.scenario.packed import NodePlan, Plan, packed_argv
 from apps.scenario.routing import compute_routes
 from apps.scenario.runs import RunRecord
@@ -122,6 +123,9 @@ class ScenarioRunner:
         self.procs: dict[str, Child] = {}  # service and workload processes by name
         # with metrics: each service's and workload's /metrics: name -> (node, kind, HOST:PORT)
         self.proc_targets: dict[str, tuple[str, str, str]] = {}
+        # netns: a target inside a node's namespace -> the relay that reaches it from here
+        self.reach: dict[tuple[str, str], str] = {}
+        self.relays: NamespaceRelays | None = None
         self.down: set[str] = set()
         self.expected_down: set[str] = set()
         self.expected_exit: set[int] = set()  # PIDs of processes a fault killed
@@ -217,19 +221,37 @@ class ScenarioRunner:
         starts or restarts on another port."""
         run = {"scenario": self.sc.name, "run": self.run_id}
         entries = []
-        for node in self.sc.nodes:
-            target = self.metrics_target(node)
-            if target is not None:
-                labels = {"node": node, "kind": "forwarder", "process": node} | run
-                entries.append({"targets": [target], "labels": labels})
-        for name, (node, kind, target) in sorted(self.proc_targets.items()):
+        for node, kind, name, target in self._targets():
             labels = {"node": node, "kind": kind, "process": name} | run
-            entries.append({"targets": [target], "labels": labels})
+            entries.append({"targets": [self.reach.get((node, target), target)], "labels": labels})
         path = self.out_dir / TARGETS_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(entries, indent=1) + "\n")
         tmp.replace(path)
         return path
+
+    def _targets(self) -> list[tuple[str, str, str, str]]:
+        """(node, kind, process, HOST:PORT where it listens) of every /metrics of the run."""
+        out = []
+        for node in self.sc.nodes:
+            target = self.metrics_target(node)
+            if target is not None:
+                out.append((node, "forwarder", node, target))
+        for name, (node, kind, target) in sorted(self.proc_targets.items()):
+            out.append((node, kind, name, target))
+        return out
+
+    async def publish_targets(self) -> Path:
+        """:meth:`write_targets`, after making a relay for each target inside a namespace (the
+        netns backend: no route leads there from this machine's own namespace)."""
+        namespaces: dict[str, str] | None = getattr(self.backend, "namespaces", None)
+        if namespaces is not None:
+            if self.relays is None:
+                self.relays = NamespaceRelays()
+            for node, _, _, target in self._targets():
+                port = int(target.rpartition(":")[2])
+                self.reach[(node, target)] = await self.relays.address(namespaces[node], port)
+        return self.write_targets()
 
     def watch_metrics(self, proc: ProcessSpec, child: Child) -> None:
         """With ``metrics:``: read where ``proc``'s /metrics listens from its output (the
@@ -246,7 +268,7 @@ class ScenarioRunner:
                 for line in text.splitlines():
                     if line.startswith(mark):
                         self.proc_targets[proc.name] = (proc.node, kind, line[len(mark) :])
-                        self.write_targets()
+                        await self.publish_targets()
                         return
                 if child.proc.poll() is not None:
                     return  # it ended first: its restart, if any, is watched again
@@ -606,7 +628,7 @@ class ScenarioRunner:
             self._write_config(node)
         await self.start_nodes(list(self.sc.nodes))
         if self.sc.metrics is not None:
-            self.event(f"metrics: Prometheus targets in {self.write_targets()}")
+            self.event(f"metrics: Prometheus targets in {await self.publish_targets()}")
         n = len(self.groups)
         packed = f", {n} process{'es' if n > 1 else ''}" if self.per_process > 1 else ""
         self.event(f"{len(self.sc.nodes)} forwarders ready ({self.backend_kind} backend{packed})")
@@ -642,6 +664,8 @@ class ScenarioRunner:
             for task in [*background, *self._tasks]:
                 with contextlib.suppress(BaseException):
                     await task
+            if self.relays is not None:
+                await self.relays.close()
             await asyncio.shield(asyncio.to_thread(self.shutdown))
         meta = {
             "run_id": self.run_id,

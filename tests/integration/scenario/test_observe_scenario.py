@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from apps.procs import ProcessGroup, icn_argv
+from tests.needs import is_root_with, needs
 
 SCENARIO = """
 name: observed
@@ -154,3 +155,50 @@ def test_targets_scraped_capture_written_and_tables_in_the_report(tmp_path: Path
     answered = [r for r in requests if r["ok"]]
     assert answered and all(r["retx"] is not None for r in requests)
     assert all(0 < r["last_delay_ms"] <= r["full_delay_ms"] for r in answered)
+
+
+NETNS = """
+name: observed-ns
+duration: 4s
+nodes: {a: {}, b: {}}
+links: [{between: [a, b], delay: 1ms}]
+capture: {nodes: [b]}
+metrics: {port: 9400}
+services:
+  - {name: producer, node: b, entry: apps.workloads:producer, announce: [/ns/data],
+     args: {prefix: /ns/data}}
+workloads:
+  - {name: consumer, node: a, entry: apps.workloads:consumer, start: 0.5s, duration: 3s,
+     args: {prefix: /ns/data, rate: 20}}
+"""
+
+
+@pytest.mark.slow
+@needs(is_root_with("ip"), "the netns backend needs root and iproute2 (CI has both)")
+def test_netns_targets_reach_into_the_namespaces(tmp_path: Path) -> None:
+    # each process serves /metrics inside its node's namespace, which no route reaches from
+    # here: the targets file gives the launcher's relays on loopback instead
+    (tmp_path / "ns.yaml").write_text(NETNS)
+    out = tmp_path / "out"
+    argv = icn_argv(
+        "scenario", "run", str(tmp_path / "ns.yaml"), "--out", str(out), "--no-plots",
+        "--backend", "netns",
+    )  # fmt: skip
+    with ProcessGroup(tmp_path) as group:
+        run = group.start("run", argv, env={"COLUMNS": "200"})
+        run.wait_for("workload consumer started", timeout=30, stream="stdout")
+        targets: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(targets) < 4:
+            with contextlib.suppress(FileNotFoundError, ValueError):
+                targets = json.loads((out / "prometheus-targets.json").read_text())
+            time.sleep(0.1)
+        at = {t["labels"]["process"]: t["targets"][0] for t in targets}
+        assert sorted(at) == ["a", "b", "consumer", "producer"]
+        assert all(t.startswith("127.0.0.1:") for t in at.values()), at
+        assert len(set(at.values())) == 4  # the forwarders' one port: a relay each
+        for name in ("a", "b"):
+            assert re.search(r"^icn_uptime_seconds \S+$", scrape(at[name]), re.M), name
+        assert "icn_process_cpu_seconds_total" in scrape(at["consumer"])
+        assert run.wait(60) == 0, run.output()[-3000:]
+    assert (out / "pcap" / "b.pcapng").stat().st_size > 0
