@@ -25,6 +25,18 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_complete(path: Path, offset: int) -> bytes:
+    """The complete lines of ``path`` written after byte ``offset`` (a line still being
+    written waits for the next read); empty if the file is not there yet."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+    except OSError:
+        return b""
+    return chunk[: chunk.rfind(b"\n") + 1]
+
+
 class LiveCounts:
     """Successes and failures recorded so far, read incrementally from the workloads' results
     files (for the live view; records reach the files about every half second)."""
@@ -37,13 +49,7 @@ class LiveCounts:
     def update(self, paths: dict[str, Path]) -> tuple[int, int]:
         for name, path in paths.items():
             offset = self._offsets.get(name, 0)
-            try:
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-            except OSError:
-                continue
-            complete = chunk[: chunk.rfind(b"\n") + 1]
+            complete = read_complete(path, offset)
             self._offsets[name] = offset + len(complete)
             # json.dumps writes these exactly so; metric lines hold neither
             self.ok += complete.count(b'"ok": true')

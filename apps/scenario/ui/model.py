@@ -15,25 +15,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from apps.scenario.metrics import NODE_FIELDS  # the counters a frame carries, per node
+
 if TYPE_CHECKING:
     from apps.scenario.schema import Scenario
 
 TIMELINE_FILE = "timeline.json"
 TIMELINE_VERSION = 1
-# node counters a frame carries (status/general's, as the sampler keeps them)
-NODE_FIELDS = (
-    "n_in_interests",
-    "n_out_interests",
-    "n_in_data",
-    "n_out_data",
-    "n_in_nacks",
-    "n_out_nacks",
-    "n_satisfied_interests",
-    "n_unsatisfied_interests",
-    "n_pit_entries",
-    "n_cs_entries",
-    "n_fib_entries",
-)
 
 
 def layout(nodes: Sequence[str], edges: Iterable[tuple[str, str]]) -> dict[str, list[float]]:

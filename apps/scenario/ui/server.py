@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
+from apps.scenario.results import read_complete
 from apps.scenario.ui.model import (
     TIMELINE_VERSION,
     WorkloadSeries,
@@ -100,13 +101,7 @@ class LiveSource:
         for name, series in self.series.items():
             path = self.runner.results_path(name)
             offset = self._offsets.get(name, 0)
-            try:
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-            except OSError:
-                continue
-            complete = chunk[: chunk.rfind(b"\n") + 1]
+            complete = read_complete(path, offset)
             self._offsets[name] = offset + len(complete)
             rows = []
             for line in complete.splitlines():
