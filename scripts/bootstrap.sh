@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with its test, torch, ray and bench extras and uvloop. Idempotent and quick when
+# Create .venv and install the project with its test, torch, ray, bench and docs extras and uvloop. Idempotent and quick when
 # nothing changed (a stamp file records the hash of pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +40,7 @@ for pkg in tshark chromium; do
 done
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # the benchmarks' peers (gRPC, bytewax) too: the suite tests the benches' code against them
-extras='test,speed,torch,ray,bench'
+extras='test,speed,torch,ray,bench,docs'
 stamp=.venv/.icn-installed
 want=$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
