@@ -95,7 +95,7 @@ def _in_process(args: Sequence[str], env: dict[str, str], stdin: bytes | None) -
     from apps.cli import add_commands
 
     add_commands(args)
-    from apps.cli_app import app
+    from apps.cli.root import app
 
     logged = io.StringIO()
     handler = logging.StreamHandler(logged)  # what logging's last resort prints in a process

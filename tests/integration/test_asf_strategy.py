@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from apps.ctl_common import EXIT_REFUSED
+from apps.cli.common import EXIT_REFUSED
 from apps.procs import icn_argv
 from tests.chaos.harness import CpuLoad
 from tests.integration.test_cli_mgmt import as_json, err, forwarder, out

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from apps.ctl_common import EXIT_FAILED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
+from apps.cli.common import EXIT_FAILED, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE
 from apps.procs import ProcessGroup, icn_argv
 from apps.topology import free_udp_port
 from icn.dataplane.client_conf import ENV_VAR
@@ -76,7 +76,7 @@ def test_default_socket_of_icn_fwd_is_found_without_configuration(
 ) -> None:
     """Not root: the daemon's per-user socket is where the CLI looks when python-ndn's default
     (NFD's socket) is absent.  Run in-process so it holds whoever runs the suite."""
-    from apps import ctl_common
+    from apps.cli import common as ctl_common
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     monkeypatch.setenv("HOME", str(workdir))  # no ~/.ndn/client.conf

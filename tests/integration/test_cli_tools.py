@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from apps.ctl_common import EXIT_FAILED, EXIT_NACK, EXIT_TIMEOUT, EXIT_UNREACHABLE, EXIT_USAGE
+from apps.cli.common import EXIT_FAILED, EXIT_NACK, EXIT_TIMEOUT, EXIT_UNREACHABLE, EXIT_USAGE
 from apps.procs import icn_argv
 from apps.topology import free_udp_port
 from icn.dataplane.client_conf import ENV_VAR

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from apps.ctl_common import EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE
+from apps.cli.common import EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE
 from apps.procs import icn_argv
 from apps.topology import free_udp_port
 from icn.dataplane import mgmt_client as mc

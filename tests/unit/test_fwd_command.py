@@ -11,8 +11,8 @@ import dataclasses
 import pytest
 import typer.main
 
-from apps import cli_app
-from apps.fwd_command import FLAGS, FwdOptions, parse_fwd_options
+from apps.cli import root as cli_app
+from apps.cli.fwd import FLAGS, FwdOptions, parse_fwd_options
 
 
 def _typer_reads(args: list[str], monkeypatch: pytest.MonkeyPatch) -> FwdOptions:

@@ -37,12 +37,12 @@ HEAVY = (
 )
 # The CLI's subcommand modules: only the one of the command being run is imported.
 COMMAND_MODULES = (
-    "apps.cli_mgmt",
-    "apps.cli_tools",
-    "apps.cli_rmi",
-    "apps.cli_trust",
-    "apps.cli_scenario",
-    "apps.cli_flow",
+    "apps.cli.mgmt",
+    "apps.cli.tools",
+    "apps.cli.rmi",
+    "apps.cli.trust",
+    "apps.cli.scenario",
+    "apps.cli.flow",
 )
 
 # What `icn fwd --unix PATH` imports and builds before it opens its listeners: the CLI entry and
@@ -51,7 +51,7 @@ COMMAND_MODULES = (
 FWD_ENTRY = """
 import json, sys
 from apps.cli import add_commands, build_fwd_config
-from apps.fwd_command import parse_fwd_options
+from apps.cli.fwd import parse_fwd_options
 add_commands(["fwd", "--unix", "x.sock"])
 opts = parse_fwd_options(["--unix", "x.sock"])
 from forwarder.daemon import ForwarderDaemon
@@ -63,7 +63,7 @@ print(json.dumps(sorted(sys.modules)))
 """
 # What a forwarder started with a well-formed command line does without (issue 23: each cost the
 # idle daemon memory): the CLI framework, which only help and option errors need.
-NOT_IN_FWD = ("typer", "click", "shellingham", "apps.cli_app")
+NOT_IN_FWD = ("typer", "click", "shellingham", "apps.cli.root")
 
 STATUS_ENTRY = """
 import json, sys
@@ -109,7 +109,7 @@ def test_fwd_with_a_json_config_reads_it_without_yaml(tmp_path: Path) -> None:
     code = f"""
 import json, sys
 from pathlib import Path
-from apps.fwd_command import build_fwd_config
+from apps.cli.fwd import build_fwd_config
 cfg = build_fwd_config(Path({str(cfg)!r}), None, [], [], None, None, [], [], [])
 assert cfg.tables.cs_max_entries == 9 and cfg.effective_listen.unix == "x.sock"
 print(json.dumps(sorted(sys.modules)))
@@ -122,9 +122,9 @@ print(json.dumps(sorted(sys.modules)))
 
 def test_status_entry_imports_the_management_client_only() -> None:
     modules = _modules(STATUS_ENTRY)
-    assert "apps.cli_mgmt" in modules and "icn.dataplane.mgmt_client" in modules
+    assert "apps.cli.mgmt" in modules and "icn.dataplane.mgmt_client" in modules
     assert _loaded(modules, HEAVY) == []
-    assert _loaded(modules, tuple(m for m in COMMAND_MODULES if m != "apps.cli_mgmt")) == []
+    assert _loaded(modules, tuple(m for m in COMMAND_MODULES if m != "apps.cli.mgmt")) == []
     assert _loaded(modules, ("forwarder", "yaml")) == []
 
 

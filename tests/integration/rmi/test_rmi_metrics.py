@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from apps.cli_rmi import serve_rmi_metrics
+from apps.cli.rmi import serve_rmi_metrics
 from compute.rmi import RemoteError
 from tests.integration.rmi.conftest import Line
 

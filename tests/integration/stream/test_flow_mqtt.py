@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from apps.cli_flow import READY
+from apps.cli.flow import READY
 from apps.inproc import attach_endpoint
 from apps.mqtt_broker import MosquittoBroker
 from apps.procs import ProcessGroup, icn_argv

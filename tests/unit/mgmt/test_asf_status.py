@@ -7,7 +7,7 @@ import pytest
 from ndn.app_support.nfd_mgmt import StrategyChoiceMsg
 from ndn.encoding import Name
 
-from apps.cli_mgmt import _show_text
+from apps.cli.mgmt import _show_text
 from forwarder.daemon import ForwarderDaemon
 from icn.dataplane import mgmt_client as mc
 from icn.errors import CommandFailed

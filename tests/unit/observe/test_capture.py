@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from apps.cli_pcap import describe
+from apps.cli.pcap import describe
 from forwarder.observe.capture import PacketCapture
 from icn.errors import DecodeError
 from icn.wire import tlv_types as T

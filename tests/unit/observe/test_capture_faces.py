@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from apps.cli_pcap import describe
+from apps.cli.pcap import describe
 from forwarder.face.face import Face
 from forwarder.face.face_table import FaceTable
 from forwarder.face.memory import memory_pair

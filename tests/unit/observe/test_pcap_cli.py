@@ -11,8 +11,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from apps import cli_pcap
-from apps.cli_pcap import describe
+from apps.cli import pcap as cli_pcap
+from apps.cli.pcap import describe
 from icn.errors import DecodeError
 from icn.wire import tlv_types as T
 from icn.wire.encode import make_data, make_interest

@@ -188,7 +188,7 @@ def test_no_address_names_the_option_and_the_variable(monkeypatch: pytest.Monkey
 
 def test_ray_is_imported_only_when_a_ray_run_starts() -> None:
     code = (
-        "import sys, apps.scenario.runner, apps.scenario.ray_backend, apps.cli_scenario; "
+        "import sys, apps.scenario.runner, apps.scenario.ray_backend, apps.cli.scenario; "
         "print('ray' in sys.modules)"
     )
     done = subprocess.run(

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from apps.cli_flow import flow_app
+from apps.cli.flow import flow_app
 from apps.inproc import attach_endpoint
 from compute.stream.flow import FlowRun
 from compute.stream.graph import parse_graph

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from apps.cli_scenario import scenario_app
+from apps.cli.scenario import scenario_app
 from apps.scenario.runner import Event, RunState
 from apps.scenario.schema import Scenario
 from apps.scenario.ui.server import ReplaySource, timeline

@@ -1,11 +1,11 @@
 """The ``icn`` command's typer app: ``fwd``, ``demo`` and ``loadgen``, and the other modules'
 commands added on demand.
 
-The other commands live in their own modules (``apps.cli_mgmt``, ``cli_tools``, ``cli_rmi``,
-``cli_scenario``, ``cli_flow``), and :func:`add_lazy_commands` adds only the one the command line
-runs: every ``icn`` process (management commands, services) would otherwise pay the imports of
-all of them (the endpoint, cryptography, rich) before doing anything.  ``icn fwd`` usually does
-not come here at all (see :mod:`apps.cli`).
+The other commands live in their own modules of :mod:`apps.cli` (``mgmt``, ``tools``, ``rmi``,
+``trust``, ``pcap``, ``scenario``, ``flow``), and :func:`add_lazy_commands` adds only the one the
+command line runs: every ``icn`` process (management commands, services) would otherwise pay the
+imports of all of them (the endpoint, cryptography, rich) before doing anything.  ``icn fwd``
+usually does not come here at all (see :mod:`apps.cli`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from apps.fwd_command import FwdOptions, fail, run_fwd
+from apps.cli.fwd import FwdOptions, fail, run_fwd
 from apps.loop import run_loop
 from icn.errors import ConfigError
 
@@ -73,7 +73,7 @@ def demo(
     keep_logs: Annotated[bool, typer.Option(help="keep the processes' logs")] = False,
 ) -> None:
     """Start two forwarders and a producer on loopback and fetch data through them."""
-    from apps.demo import run_demo
+    from apps.cli.demo import run_demo
 
     if not run_demo(count, keep_logs):
         raise typer.Exit(1)
@@ -154,45 +154,45 @@ _added: set[Callable[[typer.Typer], None]] = set()
 
 
 def _add_scenario(cli: typer.Typer) -> None:
-    from apps.cli_scenario import scenario_app
+    from apps.cli.scenario import scenario_app
 
     cli.add_typer(scenario_app, name="scenario")
 
 
 def _add_flow(cli: typer.Typer) -> None:
-    from apps.cli_flow import flow_app
+    from apps.cli.flow import flow_app
 
     cli.add_typer(flow_app, name="flow")
 
 
 def _add_mgmt(cli: typer.Typer) -> None:
-    from apps import cli_mgmt
+    from apps.cli import mgmt
 
-    cli_mgmt.register(cli)
+    mgmt.register(cli)
 
 
 def _add_tools(cli: typer.Typer) -> None:
-    from apps import cli_tools
+    from apps.cli import tools
 
-    cli_tools.register(cli)
+    tools.register(cli)
 
 
 def _add_rmi(cli: typer.Typer) -> None:
-    from apps import cli_rmi
+    from apps.cli import rmi
 
-    cli_rmi.register(cli)
+    rmi.register(cli)
 
 
 def _add_trust(cli: typer.Typer) -> None:
-    from apps import cli_trust
+    from apps.cli import trust
 
-    cli_trust.register(cli)
+    trust.register(cli)
 
 
 def _add_pcap(cli: typer.Typer) -> None:
-    from apps import cli_pcap
+    from apps.cli import pcap
 
-    cli_pcap.register(cli)
+    pcap.register(cli)
 
 
 # The commands each module adds, in the order `icn --help` lists them.

@@ -1,5 +1,5 @@
 """``icn serve`` and ``icn call``: named functions from the command line (``icn key`` is in
-:mod:`apps.cli_trust`)."""
+:mod:`apps.cli.trust`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from apps.ctl_common import (
+from apps.cli.common import (
     EXIT_FAILED,
     EXIT_TIMEOUT,
     EXIT_UNREACHABLE,
@@ -285,7 +285,7 @@ def call(
 
 
 def run_rmi(main: Any) -> Any:
-    """:func:`apps.ctl_common.run`, with the call's own errors mapped to exit codes."""
+    """:func:`apps.cli.common.run`, with the call's own errors mapped to exit codes."""
     from compute.rmi import RmiError, ServerUnavailable, Timeout
 
     async def guarded() -> Any:

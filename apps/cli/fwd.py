@@ -4,7 +4,7 @@ A forwarder is the process a topology runs a hundred of, so its command line is 
 a few lines of plain Python instead of typer, click and rich (about 3 MB of every daemon's
 memory, issue 23).  Only a command line this parser is sure of takes that way: anything else
 (``--help``, an unknown or misspelt option, a missing or non-integer value, a value that starts
-with ``-``) returns None and goes to typer's ``fwd`` command in :mod:`apps.cli_app`, so users
+with ``-``) returns None and goes to typer's ``fwd`` command in :mod:`apps.cli.root`, so users
 get typer's help and typer's errors exactly as before.  The options are declared once, as
 :class:`FwdOptions`; a test holds typer's command to the same names, types and repetitions.
 """

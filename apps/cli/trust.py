@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from apps.ctl_common import EXIT_FAILED, EXIT_USAGE, JsonOpt, emit, fail, print_fields, quantity
+from apps.cli.common import EXIT_FAILED, EXIT_USAGE, JsonOpt, emit, fail, print_fields, quantity
 from icn.errors import ConfigError, ValidationError
 from icn.security import certs
 from icn.security.certs import Certificate

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from apps.ctl_common import (
+from apps.cli.common import (
     EXIT_CODES_HELP,
     EXIT_REFUSED,
     JsonOpt,
