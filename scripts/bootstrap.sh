@@ -38,11 +38,24 @@ for pkg in tshark chromium; do
             || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null; }
     fi
 done
+# the compiled hot paths (forwarder/observe/_tap.c) build at install time: a C compiler and the
+# Python headers (Debian's python3-dev for the system Python; pyenv and python.org builds carry them)
+if ! command -v cc >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing gcc" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc >/dev/null
+fi
+inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+if [ ! -f "$inc/Python.h" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing python3-dev (Python.h)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-dev >/dev/null
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # the benchmarks' peers (gRPC, bytewax) too: the suite tests the benches' code against them
 extras='test,speed,torch,ray,bench,docs'
 stamp=.venv/.icn-installed
-want=$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -d' ' -f1)
+# the compiled modules' C sources too: a changed source is built again (pip install -e builds them)
+want=$( (cat pyproject.toml; find icn forwarder compute apps -name '*.c' | sort | xargs -r cat; echo "$extras") \
+    | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap: installing the project into .venv (first run takes about a minute)" >&2
     log=.venv/bootstrap.log

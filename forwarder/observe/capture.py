@@ -4,23 +4,23 @@ The file format is :mod:`icn.wire.pcapng`'s: an interface per face (numbered onc
 whole capture), PPP 0x0077 frames, the direction in each packet's flags.
 
 The capture splices itself into each face's receive and send callbacks
-(:meth:`~forwarder.face.face.Face.set_tap`; a forwarder without a capture pays nothing).  Per
-packet it builds the whole block with one ``struct`` call (a layout per packet size, kept; the
-time in nanoseconds, as ``time.time_ns`` gives it) and appends it to a list; every
-``FLUSH_BYTES`` or ``FLUSH_EVERY`` seconds the list goes to the file in one ``os.writev`` per
-thousand blocks.  What it was measured against
-(bench/fwd_throughput.py --pcap, capture on / off): a block built in a growing buffer cost a
-quarter of the throughput; a writer process fed by a pipe, a fifth (the pickling and the pipe's
-copies); a writer thread, two fifths (the thread and the event loop taking the GIL from each
-other at every batch).  Writing from the loop's own thread, whole batches at a time, costs the
-least of them.
+(:meth:`~forwarder.face.face.Face.set_tap`; a forwarder without a capture pays nothing).  The
+per-packet part is compiled (``forwarder/observe/_tap.c``): each tap appends the packet's
+whole Enhanced Packet Block (nanosecond time, interface, direction) to one buffer and calls
+the face's callback.  Every ``FLUSH_BYTES`` or ``FLUSH_EVERY`` seconds the buffer goes to the
+file in one write from the loop's own thread.  What it was measured against
+(bench/fwd_throughput.py --pcap, capture on / off): the same taps in Python (a ``struct`` call
+per packet into a list) cost 8-21 % of the throughput; a writer process fed by a pipe, a
+fifth; a writer thread, two fifths (the thread and the event loop taking the GIL from each
+other at every batch).
 
 Bounded: before a batch that would take the file past ``max_bytes``, the file is closed and
 rotated (FILE -> FILE.1 -> ... ``files`` files in all; the oldest goes), and the new one starts
 with its section header and every face's interface block, so no packet is lost to the cap and
-each file reads alone.  A write that fails (a full disk) drops its batch, counts its packets as
-``capture.not_written`` and logs once; the daemon forwards on.  ``capture.packets`` counts what
-the taps saw, ``capture.bytes`` and ``capture.rotations`` what was written.
+each file reads alone.  The buffer holds at most ``PENDING_MAX`` bytes (a loop that cannot
+flush); a packet past it, and a batch whose write fails (a full disk), is counted as
+``capture.not_written`` (logged once); the daemon forwards on.  ``capture.packets`` counts what
+the taps took, ``capture.bytes`` and ``capture.rotations`` what was written.
 """
 
 from __future__ import annotations
@@ -29,20 +29,11 @@ import asyncio
 import contextlib
 import logging
 import os
-import struct
-import time
 from collections import Counter
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from icn.wire.pcapng import (
-    EPB,
-    EPB_HEAD,
-    EPB_TAILS,
-    PPP_NDN,
-    interface_description,
-    section_header,
-)
+from forwarder.observe._tap import Sink
+from icn.wire.pcapng import interface_description, section_header
 
 if TYPE_CHECKING:
     from forwarder.config import CaptureConfig
@@ -53,20 +44,8 @@ log = logging.getLogger(__name__)
 
 FLUSH_BYTES = 1 << 20  # a batch this large is written at once
 FLUSH_EVERY = 0.1  # seconds: how far a live `icn pcap` or `tshark -r` lags behind at most
-MASK32 = 0xFFFFFFFF
+PENDING_MAX = 64 << 20  # bytes the taps may buffer before packets are counted, not kept
 IOV_MAX = 1024  # buffers per writev (Linux's limit)
-LAYOUTS_MAX = 4096  # packet sizes whose block layout is kept (then the cache starts again)
-
-# the direction options without padding: (out, in)
-_FLAGS = (EPB_TAILS[0], EPB_TAILS[4])
-_HEAD_FORMAT = EPB_HEAD.format.lstrip("<")
-
-
-def block_layout(n: int) -> struct.Struct:
-    """The whole Enhanced Packet Block around an ``n``-byte packet: head (type, length,
-    interface, time high and low, lengths, PPP 0x0077), the packet, padding, the direction
-    option and the end of options, the length again."""
-    return struct.Struct(f"<{_HEAD_FORMAT}{n}s{-(n + 2) & 3}x12sI")
 
 
 class CaptureFile:
@@ -143,15 +122,13 @@ class PacketCapture:
         self.path = path
         self.counters = counters
         self.file = CaptureFile(path, max_bytes, files)  # OSError: the daemon's config error
-        self._blocks: list[bytes] = []  # the taps append here; flush() takes the lot
-        self._size = [0]  # bytes in _blocks (a list: the taps add to it in place)
         self._new_faces: list[bytes] = []
         self._faces = 0
-        # per packet size: its block's pack, the block's length, the frame's length
-        self._layouts: dict[int, tuple[Callable[..., bytes], int, int]] = {}
         # a batch is written at this size, and a file never passes its cap by more
-        self._flush_at = min(FLUSH_BYTES, max(16 * 1024, max_bytes // 8))
+        flush_at = min(FLUSH_BYTES, max(16 * 1024, max_bytes // 8))
+        self._sink = Sink(flush_at, max(PENDING_MAX, 4 * flush_at), self.flush)
         self._not_written = 0
+        self._dropped_seen = 0  # the sink's dropped count already added to _not_written
         self._error: OSError | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
@@ -175,83 +152,36 @@ class PacketCapture:
         self._faces += 1
         desc = f"face {face.face_id} local={face.local_uri}"
         self._new_faces.append(interface_description(face.remote_uri, desc, nanoseconds=True))
-        append = self._blocks.append
-        size = self._size
-        flush_at = self._flush_at
-        flush = self.flush
-        now = time.time_ns
-        layouts = self._layouts
-        layout = self._layout
-        flags_out, flags_in = _FLAGS
-
-        def received(wire: bytes) -> None:
-            pack, total, n2 = layouts.get(len(wire)) or layout(len(wire))
-            ns = now()
-            append(
-                pack(
-                    EPB, total, index, ns >> 32, ns & MASK32, n2, n2, PPP_NDN, wire, flags_in, total
-                )
-            )
-            size[0] += total
-            if size[0] >= flush_at:
-                flush()
-            receive(wire)
-
-        def sent(wire: bytes) -> None:
-            pack, total, n2 = layouts.get(len(wire)) or layout(len(wire))
-            ns = now()
-            append(
-                pack(
-                    EPB,
-                    total,
-                    index,
-                    ns >> 32,
-                    ns & MASK32,
-                    n2,
-                    n2,
-                    PPP_NDN,
-                    wire,
-                    flags_out,
-                    total,
-                )
-            )
-            size[0] += total
-            if size[0] >= flush_at:
-                flush()
-            send(wire)
-
-        return received, sent
-
-    def _layout(self, n: int) -> tuple[Callable[..., bytes], int, int]:
-        if len(self._layouts) >= LAYOUTS_MAX:
-            self._layouts.clear()
-        lay = block_layout(n)
-        entry = self._layouts[n] = (lay.pack, lay.size, n + 2)
-        return entry
+        return self._sink.tap(index, True, receive), self._sink.tap(index, False, send)
 
     # ---- writing ---------------------------------------------------------------------------
 
     def flush(self) -> None:
         """Write the blocks taken so far (or count them, if the write fails)."""
-        blocks = self._blocks
-        if not blocks and not self._new_faces:
+        if not self._sink.packets and not self._new_faces:
+            self._count_dropped()
             return
-        batch = blocks[:]
-        blocks.clear()  # the same list: the taps hold its append
-        nbytes, self._size[0] = self._size[0], 0
-        packets = len(batch)
+        batch, packets = self._sink.take()
         self.counters["capture.packets"] += packets
         new_faces, self._new_faces = self._new_faces, []
         if self._closed:
             self._not_written += packets
         else:
             try:
-                self.file.write(new_faces, batch, nbytes, packets)
+                self.file.write(new_faces, [batch] if batch else [], len(batch), packets)
             except OSError as exc:
                 self._not_written += packets
                 if self._error is None:
                     self._error = exc
                     log.error("capture %s: %s; packets are counted as not written", self.path, exc)
+        self._count_dropped()
+
+    def _count_dropped(self) -> None:
+        dropped = self._sink.dropped
+        if dropped != self._dropped_seen:
+            self.counters["capture.packets"] += dropped - self._dropped_seen
+            self._not_written += dropped - self._dropped_seen
+            self._dropped_seen = dropped
         self._sync()
 
     def _sync(self) -> None:
