@@ -27,7 +27,7 @@ from apps.cli.common import (
     run,
 )
 from compute.rmi.identity import IDENTITY_ENV, resolve_identity
-from icn.errors import ConfigError
+from icn.errors import ConfigError, ForwarderUnreachable
 
 if TYPE_CHECKING:
     from icn.security.certs import Certificate
@@ -108,7 +108,7 @@ def serve(
 
     Prints "rmi server ready" on stdout once the prefix is registered, and its counters at exit.
     """
-    from compute.rmi import RmiServer, ServerConfig
+    from compute.rmi import ServerConfig
     from compute.rmi.wire import replica_component
     from icn.units import parse_duration
 
@@ -136,60 +136,39 @@ def serve(
     )
 
     async def main() -> dict[str, int]:
+        from compute.rmi.serving import Serving
+        from compute.rmi.serving import serve as serving
+
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with connected(transport) as ep:
-            validator = None
-            if trust is not None:
-                from icn.dataplane.validating import cert_fetcher
-                from icn.security.trust import Validator
 
-                validator = Validator(trust[0], trust[1], fetch=cert_fetcher(ep))
+        def ready(started: Serving) -> None:
+            if started.metrics_url is not None:
+                typer.echo(f"metrics on {started.metrics_url}")
+            typer.echo(f"rmi server ready: {started.describe()}")
+
+        async with connected(transport) as ep:
             try:
-                server = RmiServer(
-                    ep, prefix, functions, config=config, identity=identity, validator=validator
+                return await serving(
+                    functions,
+                    prefix,
+                    endpoint=ep,
+                    config=config,
+                    identity=identity,
+                    trust=trust,
+                    metrics=metrics,
+                    ready=ready,
+                    stop=stop,
                 )
             except ConfigError as exc:
                 fail(str(exc), EXIT_USAGE)
-            await server.start()
-            endpoint = None
-            if metrics is not None:
-                endpoint = await serve_rmi_metrics(server, metrics)
-                typer.echo(f"metrics on {endpoint.url}")
-            names = ", ".join(sorted(functions))
-            typer.echo(
-                f"rmi server ready: serving {prefix}/{{{names}}} "
-                f"as key {identity.short_fingerprint}"
-            )
-            closed = asyncio.ensure_future(ep.wait_closed())
-            stopping = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({closed, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            closed.cancel()
-            stopping.cancel()
-            await server.close()
-            if endpoint is not None:
-                await endpoint.close()
-            if not stop.is_set():
-                fail(f"serve: lost the forwarder at {ep.uri}", EXIT_UNREACHABLE)
-            return dict(server.counters)
+            except ForwarderUnreachable as exc:
+                fail(f"serve: {exc}", EXIT_UNREACHABLE)
 
     counters = run("serve", main)
     typer.echo("rmi server stopped: " + json.dumps(counters, sort_keys=True))
-
-
-async def serve_rmi_metrics(server: Any, listen: str) -> Any:
-    """/metrics of ``server`` and of its process (CPU, memory) on ``listen`` (HOST:PORT)."""
-    from prometheus_client import CollectorRegistry, ProcessCollector
-
-    from compute.rmi.metrics import register_rmi_metrics
-    from icn.observe.endpoint import serve_metrics
-
-    registry = CollectorRegistry(auto_describe=False)
-    register_rmi_metrics(server, registry)
-    ProcessCollector(namespace="icn", registry=registry)
-    return await serve_metrics(listen, registry)
 
 
 def load_trust(

@@ -19,7 +19,14 @@ Calls sign with the key file named by $ICN_IDENTITY (else a key made for the pro
 ``icn call`` does; ``set_identity(path_or_identity)`` chooses another.
 """
 
-from compute.rmi.api import call, call_sync, current_identity, default_client, set_identity
+from compute.rmi.api import (
+    call,
+    call_sync,
+    close_sync_client,
+    current_identity,
+    default_client,
+    set_identity,
+)
 from compute.rmi.client import Client
 from compute.rmi.errors import (
     BadArguments,
@@ -37,8 +44,10 @@ from compute.rmi.functions import FunctionSpec, collect, function
 from compute.rmi.identity import resolve_identity
 from compute.rmi.policy import Caller, allow_keys, anyone, nobody
 from compute.rmi.server import RmiServer, ServerConfig
+from compute.rmi.serving import BackgroundServer, Serving, serve, serve_in_background
 
 __all__ = [
+    "BackgroundServer",
     "BadArguments",
     "Caller",
     "Client",
@@ -52,17 +61,21 @@ __all__ = [
     "RmiServer",
     "ServerConfig",
     "ServerUnavailable",
+    "Serving",
     "Timeout",
     "Unauthorized",
     "allow_keys",
     "anyone",
     "call",
     "call_sync",
+    "close_sync_client",
     "collect",
     "current_identity",
     "default_client",
     "function",
     "nobody",
     "resolve_identity",
+    "serve",
+    "serve_in_background",
     "set_identity",
 ]

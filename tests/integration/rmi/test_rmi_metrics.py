@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from apps.cli.rmi import serve_rmi_metrics
 from compute.rmi import RemoteError
+from compute.rmi.serving import serve_rmi_metrics
 from tests.integration.rmi.conftest import Line
 
 
