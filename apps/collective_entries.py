@@ -1,4 +1,4 @@
-"""Scenario entries for collective jobs (DESIGN section 7):
+"""Scenario entries for collective jobs (docs/design.md section 7):
 
 - ``apps.collective_entries:aggregator``: a service, one per aggregator node of the job.
 - ``apps.collective_entries:worker``: a workload that runs ``rounds`` allreduces of seeded

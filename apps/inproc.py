@@ -1,6 +1,6 @@
 """Co-location: an app endpoint wired to a forwarder running in the same process.
 
-DESIGN section 2: compute code reaches the network only through a face; when an app and a
+docs/design.md section 2: compute code reaches the network only through a face; when an app and a
 forwarder share a process, that face is an in-memory link instead of a socket (no syscalls, no
 framing), and this module is the wiring.
 """

@@ -5,7 +5,7 @@ The launcher starts a node with co-located services (``colocate: true``) with th
 ``icn fwd --config CONFIG.yaml``.  It reads the config as ``icn fwd`` does, runs the same
 :class:`~forwarder.daemon.ForwarderDaemon` (same ready line, signals and counters), then runs
 each service's entry in the same asyncio loop, reaching the forwarder through an in-memory face
-(:func:`apps.inproc.attach_endpoint`) instead of the Unix socket (DESIGN section 2).
+(:func:`apps.inproc.attach_endpoint`) instead of the Unix socket (docs/design.md section 2).
 
 A service is a guest: its failure never stops the forwarder.  It is logged (stderr), counted
 (``scenario.service_error``) and announced on stdout as ``icn-scenario: exited NAME CODE:

@@ -1,4 +1,4 @@
-"""Collective communication over named data (DESIGN section 7).
+"""Collective communication over named data (docs/design.md section 7).
 
 Workers::
 

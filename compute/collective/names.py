@@ -1,4 +1,4 @@
-"""The names of a collective job (DESIGN section 7).
+"""The names of a collective job (docs/design.md section 7).
 
 ``/<job>/w/<worker>/<round>/<chunk>``      a worker's contribution (chunk of its array)
 ``/<job>/sum/<round>/<chunk>``             the reduction of every worker's chunk

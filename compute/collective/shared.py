@@ -1,6 +1,6 @@
 """Chunk payloads in shared memory, for a job whose members all run on one host.
 
-DESIGN section 4 lets faces that stay on the host pass large payloads out of band.  With
+docs/design.md section 4 lets faces that stay on the host pass large payloads out of band.  With
 ``shared=True`` a worker copies its array once into a memory file it owns (``memfd``), and each
 chunk's Data carries only a reference to its bytes there; an aggregator with ``shared=True``
 folds the referenced bytes where they lie, into a memory file of its own, and publishes the sum

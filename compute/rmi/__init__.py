@@ -1,4 +1,4 @@
-"""Named functions over the network, RICE-style (DESIGN section 6).
+"""Named functions over the network, RICE-style (docs/design.md section 6).
 
 Serve::
 

@@ -1,6 +1,6 @@
 """Calling named functions: ``await client.call("/svc/fn", *args, **kwargs)``.
 
-One call is one RICE exchange (DESIGN section 6): a Trigger Interest with a fresh RNP; the
+One call is one RICE exchange (docs/design.md section 6): a Trigger Interest with a fresh RNP; the
 caller answers the server's Reflexive Interests with its signed credential and the arguments;
 the answer is the result, or a thunk to poll after its estimate.  Results of pure functions are
 fetched by the digest of their arguments, so a repeated call is answered by the first content

@@ -1,5 +1,6 @@
 """Calls in a session between processes of one host: arguments and results in a memory file of
-the caller's, the packets carrying only where they are (DESIGN section 4's out-of-band path).
+the caller's, the packets carrying only where they are (the out-of-band path of docs/design.md
+section 4).
 
 Measured before this (README, "Named-function calls against gRPC"): a 64 KiB call in a session
 cost five SHA-256 passes over its payload (the HMACs and the parameters digest the packet format

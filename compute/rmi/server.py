@@ -1,4 +1,4 @@
-"""The RICE server: serves a module's functions under a prefix (DESIGN section 6).
+"""The RICE server: serves a module's functions under a prefix (docs/design.md section 6).
 
 For each Trigger Interest ``/svc/<fn>/<RNP>``: pull the caller's signed credential by a
 Reflexive Interest, authorize it, pull the arguments (segmented, bounded), start the job, and

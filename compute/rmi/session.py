@@ -1,5 +1,5 @@
 """Call sessions: after one full exchange, later calls between the same client and server take
-one round trip (issue 17, DESIGN section 6).
+one round trip (issue 17, docs/design.md section 6).
 
 The first call runs the full RICE exchange (credential by Reflexive Interest, Ed25519,
 authorization) and, when the caller asks, also agrees a session: both ends derive 64 bytes by

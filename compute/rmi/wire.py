@@ -1,4 +1,4 @@
-"""Names and envelopes of the RICE exchange (DESIGN section 6), shared by client and server.
+"""Names and envelopes of the RICE exchange (docs/design.md section 6), shared by client and server.
 
 Names, under a service prefix ``/svc``::
 

@@ -1,4 +1,4 @@
-"""Incoming Data pipeline (NFD ``Forwarder::onIncomingData``, protocols.md §3.2).
+"""Incoming Data pipeline (NFD ``Forwarder::onIncomingData``).
 
 Data goes only where an Interest asked for it: to every downstream of every matching PIT entry,
 once per downstream even when several entries match (CanBePrefix and exact Interests for the

@@ -24,7 +24,7 @@ from forwarder.table.reflexive import ReflexiveTable
 from forwarder.table.strategy_choice import StrategyChoice
 from icn.wire import tlv_types as T
 
-# First name components that scope a packet (protocols.md §3.8), as TLV bytes: a name value
+# First name components that scope a packet (NFD's scope rules), as TLV bytes: a name value
 # starts with its first component's TLV, so a startswith() on the name is the scope test.
 LOCALHOST = b"\x08\x09localhost"
 LOCALHOP = b"\x08\x08localhop"

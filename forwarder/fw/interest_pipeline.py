@@ -1,4 +1,4 @@
-"""Incoming Interest pipeline (NFD ``Forwarder::onIncomingInterest``, protocols.md §3.1).
+"""Incoming Interest pipeline (NFD ``Forwarder::onIncomingInterest``).
 
 Order matters and follows NFD: nonce, HopLimit and scope checks first (cheap, no table work),
 then the Dead Nonce List and the PIT for loops, then the content store only for an Interest
@@ -73,7 +73,7 @@ class InterestPipeline(ReflexivePipeline):
             own = entry.in_records.get(face_id)
             if own is not None and own.nonce == nonce:
                 # The same point-to-point downstream sent the same Interest again: a
-                # retransmission, not a loop (protocols.md §3.10 #2).
+                # retransmission, not a loop (as NFD's onIncomingInterest decides).
                 counters["fw.retransmission"] += 1
             elif entry.has_nonce(nonce, face_id):
                 counters["fw.loop_pit"] += 1

@@ -1,4 +1,4 @@
-"""Incoming Nack pipeline (NFD ``Forwarder::onIncomingNack``, protocols.md §3.3).
+"""Incoming Nack pipeline (NFD ``Forwarder::onIncomingNack``).
 
 A Nack counts only if it answers the Interest we sent on that face: same PIT entry, and the
 nonce of our out-record there.  Anything else (a late Nack for an older nonce, a forged one) is

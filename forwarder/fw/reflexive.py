@@ -1,4 +1,5 @@
-"""Reflexive forwarding rules (DESIGN §5, protocols.md §5.3), called from the pipelines.
+"""Reflexive forwarding rules (docs/design.md section 5; the IRTF reflexive forwarding draft's
+template-PIT design), called from the pipelines.
 
 A Trigger Interest (TI, name ending in a Reflexive Name Segment) installs reverse state keyed by
 that segment, then goes upstream by FIB and strategy like any Interest.  A Reflexive Interest

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from forwarder.table.pit import PitEntry
 
-# NFD defaults (protocols.md §3.7): 10 ms, x2, at most 250 ms.
+# NFD defaults (RetxSuppressionExponential): 10 ms, x2, at most 250 ms.
 DEFAULT_INITIAL = 0.010
 DEFAULT_MULTIPLIER = 2.0
 DEFAULT_MAXIMUM = 0.250

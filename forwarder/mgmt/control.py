@@ -1,8 +1,8 @@
 """ControlParameters in, ControlResponse out: the management message bodies.
 
-python-ndn's TLV models are the reference codec for management (DESIGN §3): commands are rare,
-so the 50 µs a model costs does not matter here, and using the same models python-ndn and pynfdc
-use keeps the field numbers and their order in one place.  A handler raises
+python-ndn's TLV models are the reference codec for management (docs/design.md section 3):
+commands are rare, so the 50 µs a model costs does not matter here, and using the same models
+python-ndn and pynfdc use keeps the field numbers and their order in one place.  A handler raises
 :class:`ControlError` to answer with a status code; everything else answers 200.
 
 ``ndn.app_support.nfd_mgmt`` is imported where a message is decoded or encoded, never at module
@@ -23,7 +23,7 @@ from icn.wire.tlv import encode_tlv, read_tl
 if TYPE_CHECKING:
     from ndn.app_support.nfd_mgmt import ControlParametersValue
 
-# NFD's status codes (protocols.md §4.4)
+# NFD's status codes (the management protocol's ControlResponse)
 OK = 200
 BAD_PARAMS = 400
 UNAUTHORIZED = 403

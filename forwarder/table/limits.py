@@ -24,7 +24,8 @@ class TableLimits:
     dnl_max_entries: int = 1 << 20
     strategy_choice_max_entries: int = 1_000
     # Reverse state of Trigger Interests (one per pending TI): a share of the PIT, bounded on its
-    # own so reflexive exchanges cannot crowd out ordinary Interests (protocols.md §5.6).
+    # own so reflexive exchanges cannot crowd out ordinary Interests (the reflexive
+    # forwarding draft's operational considerations).
     reflexive_max_entries: int = 10_000
     # One face may make at most this share of the PIT and of the reflexive table, and non-local
     # faces together all but local_reserve of each: one flooding peer cannot lock out the others,

@@ -1,4 +1,5 @@
-"""Reflexive table: reverse-path state of Trigger Interests (DESIGN §5, protocols.md §5.3).
+"""Reflexive table: reverse-path state of Trigger Interests (docs/design.md section 5; the IRTF
+reflexive forwarding draft's template-PIT design).
 
 A Trigger Interest (TI) ends its name with a Reflexive Name Segment (component type 59, the
 consumer's random RNP); a Reflexive Interest (RI) starts its name with the same segment.  The

@@ -1,2 +1,2 @@
-"""The app data plane (DESIGN section 4): flow control, the holding table, the fetcher, the
+"""The app data plane (docs/design.md section 4): flow control, the holding table, the fetcher, the
 endpoint and what publishes and fetches named data through it."""

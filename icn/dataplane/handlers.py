@@ -1,4 +1,5 @@
-"""The app's prefix -> handler table: which code answers an arriving Interest (DESIGN section 4).
+"""The app's prefix -> handler table: which code answers an arriving Interest (docs/design.md
+section 4).
 
 An Interest goes to the handler of the longest prefix of its name in the table, as a FIB
 chooses a route.  Prefixes are name values (:mod:`icn.wire.name`), so a prefix of k components

@@ -1,4 +1,4 @@
-"""The holding table: Interests that arrive before their Data exists (DESIGN section 4).
+"""The holding table: Interests that arrive before their Data exists (docs/design.md section 4).
 
 A producer that publishes on demand (collective chunks, stream batches, RMI results) holds such
 an Interest's reply path under the key of the Data it waits for, up to the Interest's expiry,

@@ -1,5 +1,5 @@
-"""Memory files shared by the processes of one host and one user: DESIGN section 4's path for
-large payloads that stay on the host.
+"""Memory files shared by the processes of one host and one user: the path of docs/design.md
+section 4 for large payloads that stay on the host.
 
 An owner creates a memory file (``memfd``) that begins with a magic and a 16-octet random
 token; a peer opens it as ``/proc/<pid>/fd/<fd>``, which the kernel allows only to processes

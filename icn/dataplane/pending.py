@@ -1,4 +1,4 @@
-"""The app-side PIT: the Interests an app expressed and still awaits (DESIGN section 4).
+"""The app-side PIT: the Interests an app expressed and still awaits (docs/design.md section 4).
 
 Data is matched as a forwarder's PIT matches it: by exact name, by a proper prefix for a
 CanBePrefix Interest, by full name (with the implicit digest) for an Interest naming one; a

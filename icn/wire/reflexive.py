@@ -1,4 +1,5 @@
-"""Reflexive names (DESIGN section 3, protocols.md section 5): the consumer side of the exchange.
+"""Reflexive names (docs/design.md section 3; draft-irtf-icnrg-reflexive-forwarding): the consumer
+side of the exchange.
 
 A consumer picks a fresh Reflexive Name Prefix (RNP, 16 bytes from ``secrets``), appends it as
 the **last** component of its Trigger Interest, and answers the producer's Reflexive Interests,

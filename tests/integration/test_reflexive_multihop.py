@@ -1,4 +1,4 @@
-"""Reflexive forwarding across three forwarder processes in a line (DESIGN §5).
+"""Reflexive forwarding across three forwarder processes in a line (docs/design.md section 5).
 
 consumer -> fwd0 -> fwd1 -> fwd2 -> producer, over UDP between forwarders and Unix sockets to
 the apps.  The consumer has no route: the producer's Reflexive Interests reach it only along the

@@ -19,7 +19,8 @@ from tests.unit.face.helpers import ManualSoon, RecordingSink
 
 INTEREST = make_interest(from_uri("/ndn/test"), nonce=b"\x01\x02\x03\x04", lifetime=1000)
 DATA = make_data(from_uri("/ndn/test"), b"hi", freshness=1000)
-# protocols.md 1.10: /ndn/test, CanBePrefix, MustBeFresh, Nonce 01020304, Lifetime 1000 ms
+# The packet format's Interest example: /ndn/test, CanBePrefix, MustBeFresh, Nonce 01020304,
+# Lifetime 1000 ms
 SPEC_INTEREST = bytes.fromhex("051b070b08036e646e080474657374210012000a04010203040c0203e8")
 
 
@@ -96,7 +97,7 @@ def test_nack_round_trip_with_reason_and_token() -> None:
 
 
 def test_nack_matches_spec_vector() -> None:
-    """protocols.md 2.8: Nack(NoRoute) of the 1.10 Interest."""
+    """NDNLPv2: Nack(NoRoute) of that Interest."""
     link = Link()
     link.a.send_nack(SPEC_INTEREST, T.NACK_NO_ROUTE)
     assert link.wire_a[0] == bytes.fromhex("6428fd032005fd03210196501d") + SPEC_INTEREST
@@ -227,7 +228,7 @@ def test_malformed_input_counted_not_raised(wire: bytes, counter: str) -> None:
 
 
 def test_spec_vector_parses_as_expected() -> None:
-    """A wire Nack built by hand (protocols.md 2.8) reaches the sink as a Nack."""
+    """A wire Nack built by hand (NDNLPv2's Nack) reaches the sink as a Nack."""
     nack = bytes.fromhex("6428fd032005fd03210196501d") + SPEC_INTEREST
     link = Link()
     link.b.link.receive(nack)

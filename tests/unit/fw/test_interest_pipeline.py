@@ -153,7 +153,7 @@ def test_cs_serve_off_forwards() -> None:
 
 
 def test_aggregated_interest_skips_cs() -> None:
-    """NFD looks in the CS only for an Interest nobody else waits for (protocols.md §3.10)."""
+    """NFD looks in the CS only for an Interest nobody else waits for (NFD's onIncomingInterest)."""
     net = Net()
     net.route("/a", 3)
     net.interest(1, interest("/a/b", 1, mbf=True))

@@ -1,4 +1,4 @@
-"""Reflexive forwarding in the pipelines (DESIGN §5, protocols.md §5.3).
+"""Reflexive forwarding in the pipelines (docs/design.md section 5).
 
 Face 1 is the consumer's side (where Trigger Interests come from), face 2 the producer's (the
 FIB route for /svc), face 3 a bystander.  Reflexive Interests come from face 2.

@@ -1,5 +1,6 @@
-"""Specification vectors (protocols.md 1.10 and 2.8): decode to the expected fields, and the
-encoders rebuild the same bytes.  python-ndn is asked too, so a vector typo cannot hide."""
+"""Specification vectors (an Interest and its NDNLPv2 Nack, from the packet grammars): decode
+to the expected fields, and the encoders rebuild the same bytes.  python-ndn is asked too, so a
+vector typo cannot hide."""
 
 from __future__ import annotations
 
