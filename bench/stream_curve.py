@@ -8,7 +8,7 @@ reference point.  Every run's results are checked against the reference, as in
 bench/stream.py.  The plot (p50 latency against records/s, log scale) goes to --out.
 
 Run: .venv/bin/python bench/stream_curve.py [--records 1000000]
-     [--points "2,4,0.05 4,4,0.01 ..."] [--out docs/stream-latency.png]
+     [--points "2,4,0.05 4,4,0.01 ..."] [--out docs/img/stream-latency.png]
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--points", default=POINTS, help="buffer,window,lead triples")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "stream-latency.png")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "stream-latency.png")
     args = ap.parse_args(argv)
     if args.records < 1:
         ap.error("--records must be positive")

@@ -594,7 +594,8 @@ def build_report(
         "interval": interval,
         "nodes": nodes,
         "links": link_stats(samples, [link.name for link in scenario.links]),
-        # ndnSIM's L3RateTracer and CsTracer, per interval (docs/report.md, apps.scenario.tracers)
+        # ndnSIM's L3RateTracer and CsTracer, per interval (docs/guides/report.md and
+        # apps.scenario.tracers)
         "tracers": {
             "faces": face_table(samples),
             "cs": cs_table(samples),
