@@ -97,9 +97,12 @@ class Aggregator:
         self.maps = SharedMaps()  # children's chunks in shared memory, whatever ``shared`` is
 
     async def start(self, register: bool = True) -> None:
+        """Serve the aggregator's prefix (``register=False``: answer it without announcing a
+        route, for a forwarder whose routes are set otherwise)."""
         await self.publisher.start(register)
 
     async def close(self) -> None:
+        """Stop pulling, withdraw the prefix, free the shared memory; the endpoint stays open."""
         for task in list(self._tasks):
             task.cancel()
         await self.publisher.close()
@@ -110,6 +113,7 @@ class Aggregator:
             self.check.close()
 
     def stats(self) -> dict[str, Any]:
+        """The counters, and ``bypassed``: the children given up on (their sums go without)."""
         return {**self.counters, "bypassed": sorted(self.gone)}
 
     # ---- computing a chunk -------------------------------------------------------------------

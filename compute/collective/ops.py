@@ -23,6 +23,7 @@ _UFUNCS: dict[str, np.ufunc] = {
     "prod": np.multiply,
 }
 OPS = tuple(_UFUNCS)
+"""The reduction operations' names: sum, mean, max, min, prod."""
 
 
 def check_op(op: str) -> str:

@@ -24,6 +24,12 @@ from icn.errors import ConfigError
 
 @dataclass(frozen=True)
 class Plan:
+    """Who takes part in a collective job and how sums flow: the job's name prefix, its
+    workers (rank order), and a tree of aggregators from ``root`` down, each listing its
+    children in the order it folds them (so every run sums in the same order).  Make one with
+    :meth:`flat`, :meth:`tree`, :meth:`from_topology` or :meth:`from_dict`; PlanError names
+    what is inconsistent."""
+
     job: str
     workers: tuple[str, ...]
     root: str
@@ -130,6 +136,7 @@ class Plan:
         return cls(job, workers, root, children)
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping, the form :meth:`from_dict` reads."""
         return {
             "job": self.job,
             "workers": list(self.workers),
@@ -140,6 +147,8 @@ class Plan:
     # ---- checks ----------------------------------------------------------------------------
 
     def validate(self) -> None:
+        """PlanError unless every name is valid and the aggregators form one tree over all
+        the workers (run when a plan is made)."""
         try:
             JobNames(self.job)
             for w in self.workers:
@@ -176,6 +185,7 @@ class Plan:
     # ---- questions ---------------------------------------------------------------------------
 
     def is_aggregator(self, name: str) -> bool:
+        """Whether ``name`` is one of the plan's aggregators."""
         return name in self.children
 
     def subtree(self, node: str) -> list[str]:
@@ -191,9 +201,11 @@ class Plan:
         return out
 
     def workers_under(self, node: str) -> list[str]:
+        """The workers whose sums go through ``node``, in folding order."""
         return [n for n in self.subtree(node) if n not in self.children]
 
     def aggregators(self) -> list[str]:
+        """Every aggregator, from the root down, depth first."""
         return [n for n in self.subtree(self.root) if n in self.children]
 
     def reference(

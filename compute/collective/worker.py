@@ -37,12 +37,15 @@ from icn.wire import tlv_types as T
 # 114-144 ms and 96-101 ms, 2 MiB x 4 104-135 ms and 86-91 ms; at 8 workers 321, 204 and 186
 # ms.  Past 1 MiB the per-packet costs are paid off and the gain is small.
 DEFAULT_CHUNK = 8192
+"""Bytes per chunk by default: one packet on any path."""
 LOCAL_CHUNK = 1024 * 1024
+"""Bytes per chunk for faces that stay on the host (Unix sockets, in memory), with window 8."""
 MAX_CHUNK = T.MAX_LOCAL_PACKET_SIZE - 4096  # room for the name, chunk header and signature
 # shared: a chunk is a place in a memory file, not a packet: only the pipelining bounds it.
 # Measured (bench/allreduce.py in-network, 2-8 workers, 16 and 64 MiB, three alternating runs):
 # 1 MiB chunks 0.60-1.12 of gloo's time, 4 MiB 0.32-0.48 (each chunk costs its packets' trip)
 SHARED_CHUNK = 4 << 20
+"""Bytes per chunk when chunks travel in shared memory (``shared=True``, one host)."""
 MAX_SHARED_CHUNK = 64 << 20
 Mode = Literal["tree", "ring"]
 
@@ -136,11 +139,13 @@ class Collective:
         )
 
     async def start(self) -> None:
+        """Register this worker's prefixes: aggregators (and ring peers) may pull its chunks."""
         await self.publisher.start()
         if self.mode == "ring":
             await self.ring_publisher.start()
 
     async def close(self) -> None:
+        """Withdraw the prefixes and free the shared memory; the endpoint stays open."""
         await self.publisher.close()
         if self.mode == "ring":
             await self.ring_publisher.close()
@@ -158,6 +163,7 @@ class Collective:
         await self.close()
 
     def stats(self) -> dict[str, int]:
+        """This worker's counters (rounds, chunks, bytes, retried Interests...)."""
         return dict(self.counters)
 
     # ---- the operations ------------------------------------------------------------------------

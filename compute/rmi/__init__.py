@@ -2,18 +2,23 @@
 
 Serve::
 
-    from compute.rmi import function
+    from compute.rmi import function, serve, serve_in_background
 
     @function(pure=True)
     def add(a, b):
         return a + b
 
-    # icn serve mymodule --prefix /svc
+    await serve([add], prefix="/svc")      # until cancelled; or, from the command line,
+                                           # icn serve mymodule --prefix /svc
+
+    with serve_in_background([add], prefix="/svc"):   # a plain script: a thread serves
+        ...
 
 Call::
 
     from compute.rmi import call, call_sync
-    await call("/svc/add", 1, 2)       # or call_sync(...) from a plain script
+    await call("/svc/add", 1, 2)       # or call_sync(...) from a plain script: one
+                                       # connection and one session for all its calls
 
 Calls sign with the key file named by $ICN_IDENTITY (else a key made for the process), as
 ``icn call`` does; ``set_identity(path_or_identity)`` chooses another.

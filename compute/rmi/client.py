@@ -313,9 +313,13 @@ class Client:
 
     @classmethod
     async def connect(cls, uri: str | None = None, **options: Any) -> Client:
+        """A client on a new connection to the forwarder at ``uri`` (default: NDN_CLIENT_TRANSPORT,
+        client.conf, NFD's socket); ``options`` are the constructor's."""
         return cls(await Endpoint.connect(uri), **options)
 
     def close(self) -> None:
+        """End the sessions and close the connection (``await client.ep.wait_closed()`` to
+        know it is closed; ``async with`` does both)."""
         for session in self._sessions.values():
             session.end()
         self._sessions.clear()

@@ -34,6 +34,7 @@ class Caller:
 
     @property
     def fingerprint(self) -> str:
+        """SHA-256 of the caller's public key, hex: what ``allow_keys`` lists."""
         return fingerprint_of(self.public_key)
 
 
@@ -89,6 +90,7 @@ def anyone(caller: Caller) -> bool:
 
 
 def nobody(caller: Caller) -> bool:
+    """The policy that refuses every caller (a function served but closed)."""
     return False
 
 

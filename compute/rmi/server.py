@@ -243,11 +243,15 @@ class RmiServer:
         return self._eph
 
     async def start(self) -> None:
+        """Register the prefix (and a replica's own names) with the forwarder: from now on
+        calls arrive."""
         await self.ep.serve(self.prefix, self._on_interest)
         if self.here != self.prefix:  # this replica's own names come here, wherever /svc goes
             await self.ep.serve(self.here, self._on_interest, flags=CAPTURE_ROUTE)
 
     async def close(self) -> None:
+        """Stop the calls in progress and their jobs; the endpoint stays open (it is the
+        caller's to close)."""
         for task in list(self._tasks):
             task.cancel()
         await self.jobs.close()

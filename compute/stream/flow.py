@@ -54,15 +54,19 @@ class FlowRun:
 
     @property
     def sinks(self) -> list[Instance]:
+        """The sink instances run here."""
         return [i for i in self.instances if isinstance(i.op, SINKS)]
 
     def totals(self) -> Counter[str]:
+        """Every instance's counters added up (records, batches, retransmissions...)."""
         total: Counter[str] = Counter()
         for inst in self.instances:
             total.update(inst.counters)
         return total
 
     async def start(self) -> None:
+        """Connect and open every chosen instance (streams registered, sources subscribed),
+        then run them."""
         for name, p in self.chosen:
             ep = await self.connect()
             self.endpoints.append(ep)
@@ -98,6 +102,8 @@ class FlowRun:
                 progress(self)
 
     async def stop(self) -> None:
+        """Stop every instance, then close them (inputs, outputs, sources, sinks) and their
+        endpoints."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
