@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with its test, torch, ray, bench and docs extras and uvloop. Idempotent and quick when
+# Create .venv and install the project with its test, torch, ray, bench, docs and examples extras and uvloop. Idempotent and quick when
 # nothing changed (a stamp file records the hash of pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +51,7 @@ if [ ! -f "$inc/Python.h" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nu
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # the benchmarks' peers (gRPC, bytewax) too: the suite tests the benches' code against them
-extras='test,speed,torch,ray,bench,docs'
+extras='test,speed,torch,ray,bench,docs,examples'
 stamp=.venv/.icn-installed
 # the compiled modules' C sources too: a changed source is built again (pip install -e builds them)
 want=$( (cat pyproject.toml; find icn forwarder compute apps -name '*.c' | sort | xargs -r cat; echo "$extras") \
