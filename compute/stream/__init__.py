@@ -1,4 +1,4 @@
-"""An IceFlow-like stream operator graph over named data (DESIGN section 8).
+"""An IceFlow-like stream operator graph over named data (docs/design.md section 8).
 
 Each operator instance publishes its output as named, sequenced batches
 ``/<flow>/<op>/<partition>/seq=N``; downstream instances pull them with an adaptive window of
