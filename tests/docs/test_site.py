@@ -22,6 +22,9 @@ from typing import Any
 
 import pytest
 
+# one worker builds the site once for all of them (a module fixture is per worker)
+pytestmark = pytest.mark.xdist_group(name="docs_site")
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT = 120  # seconds; the build takes about 4 s on 2 cores
 
