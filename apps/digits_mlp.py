@@ -102,7 +102,8 @@ def _digits() -> tuple[FloatArray, np.ndarray[Any, Any]]:
     Read from scikit-learn's data file (sklearn/datasets/data/digits.csv.gz, parsed as
     load_digits parses it) without importing scikit-learn: that import pulls in scipy, 0.9 s
     of CPU in every process that trains on the digits (each rank of a DDP job), more than its
-    training.  ``load_digits`` where the file is not there."""
+    training.  ``load_digits`` where the file is not there; ImportError naming the extra to
+    install (``icn-net[examples]``) without scikit-learn."""
     spec = importlib.util.find_spec("sklearn")  # found, not imported
     if spec is not None and spec.origin is not None:
         path = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz"
@@ -110,8 +111,13 @@ def _digits() -> tuple[FloatArray, np.ndarray[Any, Any]]:
             with gzip.open(path, "rt", encoding="utf-8") as f:
                 data = np.loadtxt(f, delimiter=",")
             return data[:, :-1], data[:, -1].astype(int)
-    from sklearn.datasets import load_digits  # type: ignore[import-untyped]
-
+    try:
+        from sklearn.datasets import load_digits  # type: ignore[import-untyped]
+    except ImportError:
+        raise ImportError(
+            "the digits data set of the training demos ships inside scikit-learn, which is not "
+            "installed: pip install 'icn-net[examples]' (or pip install scikit-learn)"
+        ) from None
     digits = load_digits()
     return digits.data, digits.target
 

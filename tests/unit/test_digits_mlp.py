@@ -4,6 +4,7 @@ allreduce, the gradient, and accuracy (no sockets)."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import numpy as np
@@ -109,6 +110,14 @@ def test_the_digits_read_from_scikit_learns_file_are_load_digits_arrays(
     monkeypatch.setattr(digits_mlp.importlib.util, "find_spec", lambda name: None)
     pixels, labels = digits_mlp._digits()
     assert np.array_equal(pixels, want.data) and np.array_equal(labels, want.target)
+
+
+def test_without_scikit_learn_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(digits_mlp.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # (None in sys.modules: ImportError)
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(ImportError, match=r"scikit-learn.*pip install 'icn-net\[examples\]'"):
+        digits_mlp._digits()
 
 
 # ---- schedule ----------------------------------------------------------------------------------
