@@ -202,6 +202,11 @@ def exit_constants() -> list[tuple[str, str, int, str]]:
     return found
 
 
+def _meaning(name: str) -> str:
+    """What a code without a comment means, read from its name (``EXIT_BAD_FILE``: bad file)."""
+    return name.removeprefix("EXIT_").replace("_", " ").lower()
+
+
 def exit_codes_page() -> str:
     import apps.cli.common as common
 
@@ -223,7 +228,7 @@ def exit_codes_page() -> str:
             ["Code", "Constant", "Meaning"],
             [["0", "—", "success"]]
             + [
-                [str(code_), code(name), cell(comment or "—")]
+                [str(code_), code(name), cell(comment or _meaning(name))]
                 for _f, name, code_, comment in shared
             ],
         ),
@@ -238,7 +243,7 @@ def exit_codes_page() -> str:
             table(
                 ["Code", "Constant", "Module", "Meaning"],
                 [
-                    [str(code_), code(name), code(file), cell(comment or "—")]
+                    [str(code_), code(name), code(file), cell(comment or _meaning(name))]
                     for file, name, code_, comment in others
                 ],
             ),
