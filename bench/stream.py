@@ -1,7 +1,7 @@
 """Stream operator graph (compute/stream) against bytewax and a plain asyncio pipeline, same run.
 
 One pipeline, four implementations (ours in four forms), the same input:
-  source -> map (apps.stream_demo:scale) -> key by sensor -> 1 s tumbling event-time window,
+  source -> map (apps.demos.stream_demo:scale) -> key by sensor -> 1 s tumbling event-time window,
   mean of value -> sink
 Record i is {"sensor": f"s{i % keys}", "value": ((i * 2654435761) % 1000) / 10.0} at event time
 int(i * 1000 / events_per_second) ms (the generator's built-in record; 1,000,000 records at
@@ -77,7 +77,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
     sys.path.insert(0, str(ROOT))
 
-from apps.stream_demo import scale  # noqa: E402
+from apps.demos.stream_demo import scale  # noqa: E402
 from bench import loops  # noqa: E402
 
 IMPLS = ("ours", "ours-vec", "ours-procs", "ours-procs-vec", "bytewax", "bytewax-procs", "asyncio")
@@ -284,9 +284,9 @@ def timeout_for(spec: Spec) -> float:
 def graph_data(spec: Spec, sink_path: Path, vectorized: bool) -> dict[str, Any]:
     scaled: dict[str, Any] = {"name": "scaled", "type": "map", "input": "gen"}
     if vectorized:
-        scaled.update(fn="apps.stream_demo:scale_columns", vectorized=True)
+        scaled.update(fn="apps.demos.stream_demo:scale_columns", vectorized=True)
     else:
-        scaled.update(fn="apps.stream_demo:scale")
+        scaled.update(fn="apps.demos.stream_demo:scale")
     return {
         "flow": "/bench",
         "settings": {"batch_bytes": 262144, **SETTINGS},
@@ -398,8 +398,8 @@ def ours_procs(
         ops = [op["name"] for op in data["operators"]]
         children = []
         for op in reversed(ops):  # readers first: the source's first batches find them there
-            argv = icn_argv("flow", "run", str(graph), "--connect", f"unix://{sock}")
-            argv += ["--only", op, "--quiet", "--timeout", f"{limit:g}"]
+            argv = icn_argv("flow", "run", str(graph), "--transport", f"unix://{sock}")
+            argv += ["--only", op, "--quiet", "--timeout", f"{limit:g}s"]
             argv += ["--state-dir", str(workdir / "state")]
             children.append(group.start(op, argv, env=env))
         sink, others = children[0], children[1:]

@@ -26,8 +26,8 @@ def add_commands(args: Sequence[str]) -> None:
     command, a typo), so typer lists them or suggests among them as before."""
     # ``icn`` itself takes no option with a value, so the first word is the command.
     word = next((a for a in args if not a.startswith("-")), None)
-    if word in OWN_COMMANDS:
-        return
+    if word in OWN_COMMANDS or (word is None and "--version" in args):
+        return  # (--version is answered before any command is looked at)
     from apps.cli.root import add_lazy_commands
 
     add_lazy_commands(word)

@@ -54,16 +54,6 @@ EXIT_CODES_HELP = (
     "--transport); 4 timeout; 5 Nack; 6 the forwarder refused the command; 130 interrupted."
 )
 
-TransportOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--transport",
-        help="forwarder to talk to, e.g. unix:///run/nfd/nfd.sock or tcp4://127.0.0.1:6363 "
-        "(default: NDN_CLIENT_TRANSPORT, client.conf, NFD's socket, else the per-user socket "
-        "of `icn fwd`)",
-        show_default=False,
-    ),
-]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for scripts instead of text")]
 
 

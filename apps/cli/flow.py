@@ -1,5 +1,5 @@
 """``icn flow run|check``: run a stream operator graph, on a forwarder of its own (in this
-process) or on a running one (``--connect``), all of it or some operators (``--only``,
+process) or on a running one (``--transport``), all of it or some operators (``--only``,
 ``--node``), with a line on stderr once every instance is open ("flow ready /f: a.0, ..."), a
 progress line per second and a table of counters at the end."""
 
@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from apps.cli.common import pick_transport
+from apps.cli.options import TRANSPORT_EXAMPLES, duration_option
 from apps.loop import run_loop
 from icn.errors import ConfigError, IcnError
+from icn.units import format_duration
 
 if TYPE_CHECKING:
     from icn.observe.endpoint import MetricsEndpoint
@@ -69,9 +72,15 @@ def _progress_line(run: object, started: float) -> str:
 @flow_app.command("run")
 def run(
     graph_file: Annotated[Path, typer.Argument(help="graph YAML file")],
-    connect: Annotated[
+    transport: Annotated[
         str | None,
-        typer.Option(help="forwarder to use, e.g. unix:///tmp/icn.sock (default: one in here)"),
+        typer.Option(
+            "--transport",
+            metavar="URI",
+            help=f"forwarder to use, e.g. {TRANSPORT_EXAMPLES} (default: a forwarder of its own "
+            "in this process, which only the graph's operators run here use)",
+            show_default=False,
+        ),
     ] = None,
     only: Annotated[
         str | None, typer.Option(help="run only these operators, comma-separated")
@@ -80,7 +89,9 @@ def run(
     state_dir: Annotated[
         Path | None, typer.Option(help="checkpoints and source logs (default: settings)")
     ] = None,
-    timeout: Annotated[float | None, typer.Option(help="give up after this many seconds")] = None,
+    timeout: Annotated[
+        float | None, duration_option("--timeout", help="give up after this long")
+    ] = None,
     quiet: Annotated[bool, typer.Option(help="no progress line")] = False,
     metrics: Annotated[
         str | None,
@@ -107,16 +118,29 @@ def run(
         typer.echo(f"error: no operator of {graph_file} matches --only/--node", err=True)
         raise typer.Exit(EXIT_INVALID)
 
-    code = run_loop(_run(graph, which, connect, state_dir, timeout, quiet, metrics))
+    if timeout is not None and timeout <= 0:
+        typer.echo("error: --timeout must be more than 0, e.g. 60s", err=True)
+        raise typer.Exit(EXIT_INVALID)
+    uri = None
+    if transport is not None:
+        from icn.dataplane.client_conf import parse_transport
+
+        uri = pick_transport(transport)
+        try:  # a malformed URI is the command line's mistake: said before anything starts
+            parse_transport(uri)
+        except ConfigError as exc:
+            typer.echo(f"error: --transport: {exc}", err=True)
+            raise typer.Exit(EXIT_INVALID) from None
+    code = run_loop(_run(graph, which, uri, state_dir, timeout, quiet, metrics))
     raise typer.Exit(code)
 
 
-async def _run(graph, which, connect, state_dir, timeout, quiet, metrics) -> int:  # type: ignore[no-untyped-def]
+async def _run(graph, which, transport, state_dir, timeout, quiet, metrics) -> int:  # type: ignore[no-untyped-def]
     from compute.stream.flow import FlowRun
     from icn.dataplane.endpoint import Endpoint
 
     daemon = None
-    if connect is None:
+    if transport is None:
         from apps.inproc import attach_endpoint
         from forwarder.config import config_from_dict
         from forwarder.daemon import ForwarderDaemon
@@ -130,7 +154,7 @@ async def _run(graph, which, connect, state_dir, timeout, quiet, metrics) -> int
     else:
 
         async def new_endpoint() -> Endpoint:
-            return await Endpoint.connect(connect)
+            return await Endpoint.connect(transport)
 
     flow = FlowRun(graph, new_endpoint, which, state_dir=state_dir)
     endpoint = None
@@ -176,7 +200,8 @@ async def _run(graph, which, connect, state_dir, timeout, quiet, metrics) -> int
             print(f"error: {waiter.exception()}", file=sys.stderr)
             code = EXIT_FAILED
         elif not waiter.result():
-            print(f"error: --timeout {timeout:g}s passed before the sinks ended", file=sys.stderr)
+            waited = format_duration(timeout)
+            print(f"error: --timeout {waited} passed before the sinks ended", file=sys.stderr)
             code = EXIT_FAILED
         stopper.cancel()
     except IcnError as exc:

@@ -18,7 +18,6 @@ from apps.cli.common import (
     EXIT_CODES_HELP,
     EXIT_REFUSED,
     JsonOpt,
-    TransportOpt,
     emit,
     fail,
     parse_name,
@@ -28,6 +27,7 @@ from apps.cli.common import (
     with_endpoint,
     yes_no,
 )
+from apps.cli.options import PANEL_MANAGEMENT, TransportOpt, duration_option
 from icn.dataplane import mgmt_client as mc
 from icn.dataplane.endpoint import Endpoint
 from icn.errors import CommandFailed
@@ -159,8 +159,10 @@ def _shaping_text(delay_ms: float, jitter_ms: float, loss: float, rate_mbps: flo
 @face_app.command("shape", epilog=EXIT_CODES_HELP)
 def face_shape(
     face: FaceArg,
-    delay: Annotated[str | None, typer.Option(help="one-way delay, e.g. 10ms")] = None,
-    jitter: Annotated[str | None, typer.Option(help="delay varies +- this, e.g. 2ms")] = None,
+    delay: Annotated[float | None, duration_option("--delay", help="one-way delay")] = None,
+    jitter: Annotated[
+        float | None, duration_option("--jitter", help="the delay varies by +- this")
+    ] = None,
     loss: Annotated[str | None, typer.Option(help="drop probability, e.g. 5% or 0.05")] = None,
     rate: Annotated[str | None, typer.Option(help="link rate limit, e.g. 10Mbit")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of the loss and jitter draws")] = None,
@@ -172,10 +174,10 @@ def face_shape(
     The settings replace the face's shaping; options left out are 0 (rate: unlimited), so with
     none at all shaping is removed.  --loss 100% cuts the link.
     """
-    from icn.units import parse_duration, parse_probability, parse_rate
+    from icn.units import parse_probability, parse_rate
 
-    delay_s = quantity("--delay", delay, parse_duration) or 0.0
-    jitter_s = quantity("--jitter", jitter, parse_duration) or 0.0
+    delay_s = delay or 0.0
+    jitter_s = jitter or 0.0
     drop = quantity("--loss", loss, parse_probability) or 0.0
     bps = quantity("--rate", rate, parse_rate)
     settings: dict[str, Any] = {
@@ -254,12 +256,15 @@ def route_add(
     origin: Annotated[int, typer.Option(help="route origin (255 static, 0 app)")] = ORIGIN_STATIC,
     inherit: Annotated[bool, typer.Option(help="CHILD_INHERIT: longer prefixes use it too")] = True,
     capture: Annotated[bool, typer.Option(help="CAPTURE: hide routes of shorter prefixes")] = False,
-    expires: Annotated[int | None, typer.Option(help="remove the route after MS ms")] = None,
+    expires: Annotated[
+        float | None, duration_option("--expires", help="remove the route after this long")
+    ] = None,
     transport: TransportOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a route (rib/register); a face URI without a face gets one first."""
     flags = (ROUTE_CHILD_INHERIT if inherit else 0) | (ROUTE_CAPTURE if capture else 0)
+    expires_ms = None if expires is None else round(expires * 1000)  # NFD's ExpirationPeriod
 
     async def body(ep: Endpoint) -> dict[str, Any]:
         name = parse_name(prefix)
@@ -273,7 +278,7 @@ def route_add(
             cost=cost,
             origin=origin,
             flags=flags,
-            expiration_period=expires,
+            expiration_period=expires_ms,
         )
 
     out = with_endpoint("route add", transport, body)
@@ -478,8 +483,7 @@ def cs_config(
 
 def register(app: typer.Typer) -> None:
     """Add the management commands to the ``icn`` app."""
-    app.command("status", epilog=EXIT_CODES_HELP)(status)
-    app.add_typer(face_app, name="face")
-    app.add_typer(route_app, name="route")
-    app.add_typer(strategy_app, name="strategy")
-    app.add_typer(cs_app, name="cs")
+    app.command("status", epilog=EXIT_CODES_HELP, rich_help_panel=PANEL_MANAGEMENT)(status)
+    for name, sub in (("face", face_app), ("route", route_app), ("strategy", strategy_app),
+                      ("cs", cs_app)):  # fmt: skip
+        app.add_typer(sub, name=name, rich_help_panel=PANEL_MANAGEMENT)

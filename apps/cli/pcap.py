@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from apps.cli.options import PANEL_TOOLS
 from icn.errors import DecodeError
 from icn.wire import tlv_types as T
 from icn.wire.lp import parse_lp
@@ -151,4 +152,4 @@ def pcap(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("pcap")(pcap)
+    app.command("pcap", rich_help_panel=PANEL_TOOLS)(pcap)

@@ -19,13 +19,12 @@ from apps.cli.common import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     JsonOpt,
-    TransportOpt,
     connected,
     fail,
     parse_name,
-    quantity,
     run,
 )
+from apps.cli.options import PANEL_FUNCTIONS, TransportOpt, duration, duration_option
 from compute.rmi.identity import IDENTITY_ENV, resolve_identity
 from icn.errors import ConfigError, ForwarderUnreachable
 
@@ -74,12 +73,13 @@ def serve(
     ] = 64,
     max_arg_mb: Annotated[float, typer.Option(help="largest accepted arguments, MiB")] = 64.0,
     inline_budget: Annotated[
-        str,
-        typer.Option(
-            help="how long a call may run and still be answered in its first Data, e.g. 50ms; "
-            "a longer one is answered with a thunk and its result fetched by poll"
+        float,
+        duration_option(
+            "--inline-budget",
+            help="how long a call may run and still be answered in its first Data; a longer "
+            "one is answered with a thunk and its result fetched by poll",
         ),
-    ] = "50ms",
+    ] = duration("50ms"),
     replica: Annotated[
         str | None,
         typer.Option(
@@ -110,11 +110,9 @@ def serve(
     """
     from compute.rmi import ServerConfig
     from compute.rmi.wire import replica_component
-    from icn.units import parse_duration
 
     if max_jobs < 1 or max_arg_mb <= 0:
         fail("--max-jobs must be >= 1 and --max-arg-mb positive", EXIT_USAGE)
-    budget = quantity("--inline-budget", inline_budget, parse_duration) or 0.0
     try:
         functions = import_functions(module)
         parse_name(prefix)
@@ -131,7 +129,7 @@ def serve(
     config = ServerConfig(
         max_jobs=max_jobs,
         max_arg_bytes=int(max_arg_mb * (1 << 20)),
-        inline_budget=budget,
+        inline_budget=inline_budget,
         replica=replica,
     )
 
@@ -201,7 +199,9 @@ def call(
         list[str] | None, typer.Option("--kw", help="keyword argument NAME=VALUE, repeatable")
     ] = None,
     private: Annotated[bool, typer.Option(help="encrypt arguments and result")] = False,
-    timeout: Annotated[float, typer.Option(help="seconds for the whole call")] = 60.0,
+    timeout: Annotated[
+        float, duration_option("--timeout", help="time for the whole call")
+    ] = duration("60s"),
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")] = False,
     key: KeyOpt = None,
@@ -221,6 +221,8 @@ def call(
         split_function(function)
     except ValueError as exc:
         fail(str(exc), EXIT_USAGE)
+    if timeout <= 0:
+        fail("--timeout must be more than 0, e.g. 60s", EXIT_USAGE)
     kwargs: dict[str, Any] = {}
     for item in kw or []:
         name, sep, value = item.partition("=")
@@ -311,5 +313,5 @@ def _jsonable(value: Any) -> Any:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("serve", epilog=RMI_EXIT_HELP)(serve)
-    app.command("call", epilog=RMI_EXIT_HELP)(call)
+    app.command("serve", epilog=RMI_EXIT_HELP, rich_help_panel=PANEL_FUNCTIONS)(serve)
+    app.command("call", epilog=RMI_EXIT_HELP, rich_help_panel=PANEL_FUNCTIONS)(call)

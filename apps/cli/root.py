@@ -17,17 +17,81 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from apps.cli.fwd import FwdOptions, fail, run_fwd
+from apps.cli.options import (
+    PANEL_DAEMON,
+    PANEL_EXPERIMENTS,
+    PANEL_TOOLS,
+    PANELS,
+    TRANSPORT_EXAMPLES,
+    duration,
+    duration_option,
+)
 from apps.loop import run_loop
 from icn.errors import ConfigError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="ICN forwarder and tools.")
+DISTRIBUTION = "icn-net"  # the name pyproject.toml installs the package under
+
+
+class PanelOrder(TyperGroup):
+    """Lists the commands panel by panel in the order of :data:`PANELS` (typer shows panels in
+    the order their first command comes, and the lazily added modules come in any order)."""
+
+    # ctx: typer's own (vendored) click Context, which typer does not export
+    def list_commands(self, ctx: Any) -> list[str]:
+        def panel(name: str) -> int:
+            which = getattr(self.commands[name], "rich_help_panel", None)
+            return PANELS.index(which) if which in PANELS else len(PANELS)
+
+        return sorted(super().list_commands(ctx), key=panel)
+
+
+def installed_version() -> str:
+    """The installed icn-net's version, as pip knows it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e . in the repository)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"icn ({DISTRIBUTION}) {installed_version()}")
+        raise typer.Exit()
+
+
+app = typer.Typer(
+    cls=PanelOrder,
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="ICN forwarder and tools: an NDN forwarder daemon, its management, named functions, "
+    "identities and scenario experiments.",
+)
 loadgen_app = typer.Typer(no_args_is_help=True, help="Lean consumer and producer for load tests.")
-app.add_typer(loadgen_app, name="loadgen")
+app.add_typer(loadgen_app, name="loadgen", rich_help_panel=PANEL_TOOLS)
 
 
-@app.command()
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="print the installed version and exit",
+        ),
+    ] = False,
+) -> None:
+    """ICN forwarder and tools."""
+
+
+@app.command(rich_help_panel=PANEL_DAEMON)
 def fwd(
     config: Annotated[Path | None, typer.Option(help="YAML config file")] = None,
     unix: Annotated[str | None, typer.Option(help="Unix socket path to listen on")] = None,
@@ -67,7 +131,9 @@ def fwd(
     run_fwd(opts)
 
 
-@app.command()
+# Hidden: the scenario launcher (icn scenario run scenarios/quickstart.yaml) shows the same and
+# more; kept as a quick self-contained check of two forwarders and a content store.
+@app.command(hidden=True)
 def demo(
     count: Annotated[int, typer.Option(help="objects to fetch")] = 1000,
     keep_logs: Annotated[bool, typer.Option(help="keep the processes' logs")] = False,
@@ -84,7 +150,9 @@ def loadgen_produce(
     listen: Annotated[str, typer.Option(help="HOST:PORT of the producer's UDP socket")],
     prefix: Annotated[str, typer.Option(help="answer Interests under this prefix")] = "/",
     size: Annotated[int, typer.Option(help="content bytes per Data")] = 1024,
-    freshness_ms: Annotated[int, typer.Option(help="FreshnessPeriod of the Data")] = 10_000,
+    freshness: Annotated[
+        float, duration_option("--freshness", help="FreshnessPeriod of the Data")
+    ] = duration("10s"),
 ) -> None:
     """Answer Interests over UDP until SIGTERM/SIGINT; prints 'ready' when listening."""
     import signal
@@ -100,7 +168,7 @@ def loadgen_produce(
     async def main() -> None:
         loop = asyncio.get_running_loop()
         transport, proto = await start_producer(
-            host, port, prefix=prefix, payload_size=size, freshness_ms=freshness_ms
+            host, port, prefix=prefix, payload_size=size, freshness_ms=round(freshness * 1000)
         )
         stop = loop.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -115,27 +183,50 @@ def loadgen_produce(
 
 @loadgen_app.command("consume")
 def loadgen_consume(
-    remote: Annotated[str, typer.Option(help="HOST:PORT of the forwarder's UDP listener")],
+    transport: Annotated[
+        str,
+        typer.Option(
+            "--transport",
+            metavar="URI",
+            help="the forwarder's UDP listener, e.g. udp4://127.0.0.1:6363 (this lean consumer "
+            "speaks UDP only)",
+        ),
+    ],
     prefix: Annotated[str, typer.Option(help="fetch PREFIX/0 .. PREFIX/COUNT-1")],
     count: Annotated[int, typer.Option(help="number of objects")] = 1000,
     start: Annotated[int, typer.Option(help="first object number")] = 0,
     window: Annotated[int, typer.Option(help="Interests in flight")] = 64,
-    rto_ms: Annotated[int, typer.Option(help="retransmission timeout")] = 250,
+    rto: Annotated[
+        float, duration_option("--rto", help="retransmission timeout of each Interest")
+    ] = duration("250ms"),
     retries: Annotated[int, typer.Option(help="retransmissions per object")] = 10,
-    timeout: Annotated[float, typer.Option(help="overall time limit, seconds")] = 120.0,
+    timeout: Annotated[float, duration_option("--timeout", help="overall time limit")] = duration(
+        "120s"
+    ),
 ) -> None:
     """Fetch objects over UDP and print a JSON summary; exit 1 if any object failed."""
     from apps.loadgen import Consumer, object_names
-    from icn.addr import parse_host_port
+    from icn.dataplane.client_conf import parse_transport
 
+    if rto <= 0 or timeout <= 0:
+        fail("--rto and --timeout must be more than 0, e.g. 250ms and 2m", 2)
     try:
-        addr = parse_host_port(remote)
+        scheme, host, port = parse_transport(transport)
+    except ConfigError as exc:
+        fail(f"--transport: {exc}", 2)
+    try:
         names = object_names(prefix, count, start)
-    except (ValueError, ConfigError) as exc:
-        fail(str(exc), 2)
+    except ConfigError as exc:
+        fail(f"--prefix: {exc}", 2)
+    if not scheme.startswith("udp"):
+        fail(
+            f"--transport {transport!r}: loadgen consume speaks UDP only; give the forwarder's "
+            f"UDP listener, e.g. udp4://127.0.0.1:6363 (not {TRANSPORT_EXAMPLES})",
+            2,
+        )
 
     async def main() -> Any:
-        c = Consumer(addr, window=window, rto=rto_ms / 1000, max_retries=retries)
+        c = Consumer((host, port), window=window, rto=rto, max_retries=retries)
         try:
             return await c.fetch(names, timeout=timeout)
         finally:
@@ -156,13 +247,13 @@ _added: set[Callable[[typer.Typer], None]] = set()
 def _add_scenario(cli: typer.Typer) -> None:
     from apps.cli.scenario import scenario_app
 
-    cli.add_typer(scenario_app, name="scenario")
+    cli.add_typer(scenario_app, name="scenario", rich_help_panel=PANEL_EXPERIMENTS)
 
 
 def _add_flow(cli: typer.Typer) -> None:
     from apps.cli.flow import flow_app
 
-    cli.add_typer(flow_app, name="flow")
+    cli.add_typer(flow_app, name="flow", rich_help_panel=PANEL_EXPERIMENTS)
 
 
 def _add_mgmt(cli: typer.Typer) -> None:
@@ -195,15 +286,16 @@ def _add_pcap(cli: typer.Typer) -> None:
     pcap.register(cli)
 
 
-# The commands each module adds, in the order `icn --help` lists them.
+# The commands each module adds, in the order of their panels in `icn --help` (PanelOrder keeps
+# that order however they were added).
 LAZY_COMMANDS: tuple[tuple[frozenset[str], Callable[[typer.Typer], None]], ...] = (
-    (frozenset({"scenario"}), _add_scenario),
-    (frozenset({"flow"}), _add_flow),
     (frozenset({"status", "face", "route", "strategy", "cs"}), _add_mgmt),
     (frozenset({"peek", "poke", "ping", "ping-server"}), _add_tools),
-    (frozenset({"serve", "call"}), _add_rmi),
-    (frozenset({"key", "cert"}), _add_trust),
     (frozenset({"pcap"}), _add_pcap),
+    (frozenset({"key", "cert"}), _add_trust),
+    (frozenset({"serve", "call"}), _add_rmi),
+    (frozenset({"scenario"}), _add_scenario),
+    (frozenset({"flow"}), _add_flow),
 )
 
 

@@ -59,9 +59,13 @@ def run(
         str | None,
         typer.Option(help="local (default, no root), netns (root) or ray (a Ray cluster)"),
     ] = None,
-    address: Annotated[
+    # not --address: that reads as the forwarder's, which commands name --transport
+    ray_address: Annotated[
         str | None,
-        typer.Option(help="the Ray cluster's HOST:PORT for --backend ray (else $RAY_ADDRESS)"),
+        typer.Option(
+            "--ray-address",
+            help="the Ray cluster's head, HOST:PORT or auto, for --backend ray (else $RAY_ADDRESS)",
+        ),
     ] = None,
     out: Annotated[
         Path | None, typer.Option(help="directory for the report, plots and logs")
@@ -84,8 +88,8 @@ def run(
     if backend not in (None, "local", "netns", "ray"):
         typer.echo(f"error: --backend {backend!r}: use local, netns or ray", err=True)
         raise typer.Exit(EXIT_INVALID)
-    if address is not None and (backend or sc.backend) != "ray":
-        typer.echo("error: --address is the Ray cluster's: use it with --backend ray", err=True)
+    if ray_address is not None and (backend or sc.backend) != "ray":
+        typer.echo("error: --ray-address is the Ray cluster's: use it with --backend ray", err=True)
         raise typer.Exit(EXIT_INVALID)
     if ui is not None:
         from apps.scenario.ui.server import parse_ui_address
@@ -112,7 +116,9 @@ def run(
         progress.console.print(f"[dim]{when}[/] {text}")
 
     try:  # the file with --backend: e.g. nodes_per_process above 1 on netns
-        runner = ScenarioRunner(sc, out_dir, backend=backend, on_event=on_event, address=address)
+        runner = ScenarioRunner(
+            sc, out_dir, backend=backend, on_event=on_event, address=ray_address
+        )
     except ConfigError as exc:
         typer.echo(f"error: {file}: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None

@@ -21,7 +21,6 @@ from apps.cli.common import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     JsonOpt,
-    TransportOpt,
     connected,
     fail,
     parse_name,
@@ -29,9 +28,11 @@ from apps.cli.common import (
     run,
     with_endpoint,
 )
+from apps.cli.options import PANEL_TOOLS, TransportOpt, duration, duration_option
 from icn.dataplane.endpoint import Endpoint
 from icn.dataplane.segments import data_content
 from icn.errors import InterestNack, InterestTimeout
+from icn.units import format_duration
 from icn.wire import tlv_types as T
 from icn.wire.encode import make_data
 from icn.wire.name import generic, to_uri
@@ -61,10 +62,13 @@ def peek(
     name: Annotated[str, typer.Argument(help="name to fetch, e.g. /example/data")],
     prefix: Annotated[bool, typer.Option("--prefix", help="set CanBePrefix")] = False,
     fresh: Annotated[bool, typer.Option("--fresh", help="set MustBeFresh")] = False,
-    lifetime: Annotated[int, typer.Option("--lifetime", help="InterestLifetime, ms")] = 4000,
+    lifetime: Annotated[
+        float,
+        duration_option("--lifetime", help="InterestLifetime: how long forwarders keep it pending"),
+    ] = duration("4s"),
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", help="give up after this many seconds (default: the lifetime)"),
+        duration_option("--timeout", help="give up after this long (default: the lifetime)"),
     ] = None,
     raw: Annotated[
         bool, typer.Option("--raw", help="write the whole Data TLV, not its content")
@@ -79,7 +83,11 @@ def peek(
     def fetch(ep: Endpoint) -> Awaitable[DataView]:
         value = parse_name(name)
         return ep.express(
-            value, can_be_prefix=prefix, must_be_fresh=fresh, lifetime_ms=lifetime, timeout=timeout
+            value,
+            can_be_prefix=prefix,
+            must_be_fresh=fresh,
+            lifetime_ms=max(1, round(lifetime * 1000)),
+            timeout=timeout,
         )
 
     dv = with_endpoint("peek", transport, fetch)
@@ -92,18 +100,20 @@ def peek(
 
 def poke(
     name: Annotated[str, typer.Argument(help="name of the Data to publish")],
-    freshness: Annotated[int, typer.Option("--freshness", help="FreshnessPeriod, ms")] = 10_000,
+    freshness: Annotated[
+        float, duration_option("--freshness", help="FreshnessPeriod of the Data")
+    ] = duration("10s"),
     timeout: Annotated[
-        float, typer.Option("--timeout", help="seconds to wait for an Interest")
-    ] = 10.0,
+        float, duration_option("--timeout", help="how long to wait for an Interest")
+    ] = duration("10s"),
     transport: TransportOpt = None,
 ) -> None:
     """Publish stdin as one Data: answer the first Interest for NAME, then exit.
 
     Prints a line on stderr once the name is registered (so a script knows when to fetch).
     """
-    if freshness < 0 or timeout <= 0:
-        fail("--freshness must not be negative and --timeout must be positive", EXIT_USAGE)
+    if timeout <= 0:
+        fail("--timeout must be more than 0, e.g. 10s", EXIT_USAGE)
     content = sys.stdin.buffer.read()
     if len(content) > CONTENT_ROOM:
         fail(
@@ -114,7 +124,7 @@ def poke(
 
     async def main() -> None:
         value = parse_name(name)
-        wire = make_data(value, content, freshness=freshness)
+        wire = make_data(value, content, freshness=round(freshness * 1000))
         answered = asyncio.get_running_loop().create_future()
 
         def handler(iv: InterestView, reply: Any) -> None:
@@ -129,7 +139,10 @@ def poke(
             try:
                 await asyncio.wait_for(asyncio.shield(answered), timeout)
             except TimeoutError:
-                fail(f"poke: no Interest for {to_uri(value)} within {timeout:g} s", EXIT_TIMEOUT)
+                fail(
+                    f"poke: no Interest for {to_uri(value)} within {format_duration(timeout)}",
+                    EXIT_TIMEOUT,
+                )
 
     run("poke", main)
 
@@ -180,11 +193,11 @@ def ping(
         int | None, typer.Option("-c", "--count", help="probes to send (default: until Ctrl-C)")
     ] = None,
     interval: Annotated[
-        float, typer.Option("-i", "--interval", help="seconds between probes")
-    ] = 1.0,
+        float, duration_option("-i", "--interval", help="time between probes")
+    ] = duration("1s"),
     timeout: Annotated[
-        float, typer.Option("--timeout", help="seconds to wait for each reply")
-    ] = 4.0,
+        float, duration_option("--timeout", help="how long to wait for each reply")
+    ] = duration("4s"),
     transport: TransportOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -276,25 +289,28 @@ def _ms(t0: float) -> str:
 def ping_server(
     prefix: Annotated[str, typer.Argument(help="answer pings for PREFIX (registers PREFIX/ping)")],
     size: Annotated[int, typer.Option("--size", help="content bytes per reply")] = 0,
-    freshness: Annotated[int, typer.Option("--freshness", help="FreshnessPeriod, ms")] = 1000,
+    freshness: Annotated[
+        float, duration_option("--freshness", help="FreshnessPeriod of the replies")
+    ] = duration("1s"),
     transport: TransportOpt = None,
 ) -> None:
     """Answer `icn ping` (and ndnping) probes until SIGINT/SIGTERM.
 
     Prints a ready line on stdout once registered, and how many probes it answered at the end.
     """
-    if not 0 <= size <= CONTENT_ROOM or freshness < 0:
-        fail(f"--size must be in 0..{CONTENT_ROOM} and --freshness not negative", EXIT_USAGE)
+    if not 0 <= size <= CONTENT_ROOM:
+        fail(f"--size must be in 0..{CONTENT_ROOM}", EXIT_USAGE)
 
     async def main() -> int:
         served = parse_name(prefix) + generic("ping")
+        freshness_ms = round(freshness * 1000)
         content = b"\xbb" * size
         answered = 0
 
         def handler(iv: InterestView, reply: Any) -> None:
             nonlocal answered
             answered += 1
-            reply(make_data(iv.name, content, freshness=freshness))
+            reply(make_data(iv.name, content, freshness=freshness_ms))
 
         stop = asyncio.Event()
         _on_stop_signals(asyncio.get_running_loop(), stop)
@@ -311,7 +327,7 @@ def ping_server(
 
 def register(app: typer.Typer) -> None:
     """Add the tools to the ``icn`` app."""
-    app.command("peek", epilog=EXIT_CODES_HELP)(peek)
-    app.command("poke", epilog=EXIT_CODES_HELP)(poke)
-    app.command("ping", epilog=EXIT_CODES_HELP)(ping)
-    app.command("ping-server", epilog=EXIT_CODES_HELP)(ping_server)
+    app.command("peek", epilog=EXIT_CODES_HELP, rich_help_panel=PANEL_TOOLS)(peek)
+    app.command("poke", epilog=EXIT_CODES_HELP, rich_help_panel=PANEL_TOOLS)(poke)
+    app.command("ping", epilog=EXIT_CODES_HELP, rich_help_panel=PANEL_TOOLS)(ping)
+    app.command("ping-server", epilog=EXIT_CODES_HELP, rich_help_panel=PANEL_TOOLS)(ping_server)

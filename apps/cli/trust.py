@@ -4,6 +4,9 @@ A key file is an Ed25519 PKCS#8 PEM, 0600 (:class:`icn.security.keys.Identity`);
 file is base64 of the certificate's wire, as ``ndnsec cert-dump`` writes
 (:mod:`icn.security.certs`).  Durations take the units of :func:`icn.units.parse_duration`
 (``us``, ``ms``, ``s``, ``m``, ``h``, ``d``).
+
+``icn key`` has a verb for each thing it does (``generate``, ``show``, ``list``): showing a key
+never makes one, so a mistyped path is an error, not a new identity.
 """
 
 from __future__ import annotations
@@ -14,20 +17,23 @@ from typing import Annotated, Any
 
 import typer
 
-from apps.cli.common import EXIT_FAILED, EXIT_USAGE, JsonOpt, emit, fail, print_fields, quantity
+from apps.cli.common import EXIT_FAILED, EXIT_USAGE, JsonOpt, emit, fail, print_fields, print_table
+from apps.cli.options import PANEL_IDENTITIES, duration, duration_option
 from icn.errors import ConfigError, ValidationError
 from icn.security import certs
 from icn.security.certs import Certificate
 from icn.security.keys import Identity, load_public_key
 from icn.security.trust import default_anchor_dir
-from icn.units import format_duration, parse_duration
+from icn.units import format_duration
 from icn.wire.name import from_uri, to_uri
 
 TRUST_EXIT_HELP = (
     "Exit codes: 0 success; 1 refused (the file exists, an issuer mismatch); 2 bad argument."
 )
 
-key_app = typer.Typer(no_args_is_help=True, help="Ed25519 identities (keys) in files.")
+key_app = typer.Typer(
+    no_args_is_help=True, help="Ed25519 identities (keys) in files: generate, show, list."
+)
 cert_app = typer.Typer(
     no_args_is_help=True, help="NDN certificates: self-sign, issue, show, export, trust anchors."
 )
@@ -75,21 +81,41 @@ def _now() -> float:
 # ---- icn key ---------------------------------------------------------------------------------
 
 
-@key_app.command("new")
-def key_new(
-    path: Annotated[Path, typer.Argument(help="file to write the key to (0600)")],
+KeyFileArg = Annotated[
+    Path | None,
+    typer.Argument(
+        help="key file (default: $ICN_IDENTITY, else $XDG_CONFIG_HOME/icn/id_ed25519)",
+        show_default=False,
+    ),
+]
+
+
+def _key_file(path: Path | None) -> Path:
+    """FILE, else the file ``icn serve`` and ``icn call`` use: $ICN_IDENTITY or the default."""
+    from compute.rmi.identity import default_key_path, identity_file
+
+    return path or identity_file() or default_key_path()
+
+
+@key_app.command("generate", epilog=TRUST_EXIT_HELP)
+def key_generate(
+    path: KeyFileArg = None,
     force: Annotated[bool, typer.Option(help="replace an existing file")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Make a new Ed25519 key in FILE; refuses to overwrite one unless --force."""
-    if path.exists() and not force:
-        fail(f"{path} exists; pass --force to replace it (its certificates stop matching)", 1)
+    """Make a new Ed25519 key in FILE (0600); refuses to overwrite one unless --force."""
+    target = _key_file(path)
+    if target.exists() and not force:
+        fail(
+            f"{target} exists; pass --force to replace it (its certificates stop matching)",
+            EXIT_FAILED,
+        )
     identity = Identity.generate()
     try:
-        identity.save(path)
+        identity.save(target)
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
-    emit(as_json, _key_fields(identity, path), f"{identity.fingerprint}  {path}")
+    emit(as_json, _key_fields(identity, target), f"{identity.fingerprint}  {target}")
 
 
 def _key_fields(identity: Identity, path: Path) -> dict[str, Any]:
@@ -103,42 +129,81 @@ def _key_fields(identity: Identity, path: Path) -> dict[str, Any]:
     }
 
 
-@key_app.command("show")
-def key_show(
-    path: Annotated[Path | None, typer.Argument(help="identity file")] = None,
-    create: Annotated[bool, typer.Option(help="create the file if it is missing")] = True,
+@key_app.command("show", epilog=TRUST_EXIT_HELP)
+def key_show(path: KeyFileArg = None, as_json: JsonOpt = False) -> None:
+    """Print a key's fingerprint (what servers list in authorized keys) and its file.
+
+    With --json its public key (base64) and key name too.  A missing file is an error: make
+    one with `icn key generate`."""
+    target = _key_file(path)
+    if not target.exists():
+        fail(f"no key file {target}; make one with `icn key generate {target}`", EXIT_USAGE)
+    identity = _load_identity(target, "FILE")
+    emit(as_json, _key_fields(identity, target), f"{identity.fingerprint}  {target}")
+
+
+def _is_key_file(path: Path) -> bool:
+    """A PEM private key, by its first line (other files in the directory are not keys)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(40).startswith(b"-----BEGIN PRIVATE KEY-----")
+    except OSError:
+        return False
+
+
+@key_app.command("list", epilog=TRUST_EXIT_HELP)
+def key_list(
+    directory: Annotated[
+        Path | None,
+        typer.Argument(
+            help="directory to look in (default: $XDG_CONFIG_HOME/icn, where the default key is)",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print an identity's fingerprint (what servers list in authorized keys) and file; with
-    --json its public key (base64) and key name too."""
+    """List the key files in a directory with their fingerprints.
+
+    A key file that cannot be used (readable by others, damaged) is listed with the reason."""
     from compute.rmi.identity import default_key_path
 
-    target = path or default_key_path()
-    try:
-        identity = Identity.load_or_create(target) if create else Identity.load(target)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
-    emit(as_json, _key_fields(identity, target), f"{identity.fingerprint}  {target}")
+    where = directory or default_key_path().parent
+    if not where.is_dir():
+        fail(f"{where} is not a directory; give one with key files", EXIT_USAGE)
+    rows: list[dict[str, Any]] = []
+    for path in sorted(p for p in where.iterdir() if p.is_file() and _is_key_file(p)):
+        try:
+            rows.append(_key_fields(Identity.load(path), path))
+        except ConfigError as exc:
+            rows.append({"file": str(path), "fingerprint": None, "error": str(exc)})
+
+    def table() -> None:
+        if not rows:
+            typer.echo(f"no key files in {where}; make one with `icn key generate`")
+            return
+        cells = [(r["fingerprint"] or f"unusable: {r['error']}", r["file"]) for r in rows]
+        print_table(None, ["fingerprint", "file"], cells)
+
+    emit(as_json, rows, table)
 
 
 # ---- icn cert --------------------------------------------------------------------------------
 
-ValidityOpt = Annotated[
-    str, typer.Option(help="how long the certificate holds: 365d, 12h, 30m, ...")
-]
+VALIDITY_HELP = "how long the certificate holds, e.g. 365d, 12h"
 
 
 @cert_app.command("self-sign", epilog=TRUST_EXIT_HELP)
 def cert_self_sign(
-    key: Annotated[Path, typer.Option(help="the key file (icn key new)")],
+    key: Annotated[Path, typer.Option(help="the key file (icn key generate)")],
     identity: Annotated[str, typer.Option(help="the identity name, e.g. /org/ca")],
     out: Annotated[Path, typer.Option(help="certificate file to write")],
-    validity: ValidityOpt = "365d",
+    validity: Annotated[float, duration_option("--validity", help=VALIDITY_HELP)] = duration(
+        "365d"
+    ),
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
 ) -> None:
     """A self-signed certificate (a trust anchor) for KEY under IDENTITY."""
-    seconds = quantity("--validity", validity, parse_duration)
-    assert seconds is not None
+    seconds = validity
     if seconds <= 0:
         fail("--validity: must be more than 0, e.g. 365d", EXIT_USAGE)
     ident = _load_identity(key, "--key")
@@ -148,7 +213,7 @@ def cert_self_sign(
 
 
 def _subject_key(value: str) -> bytes:
-    """The public key of --key: a key file (private PEM, as `icn key new` writes), or a public
+    """The public key of --key: a key file (private PEM, as `icn key generate` writes), or a public
     key as base64 / hex, inline or in a file."""
     path = Path(value)
     if path.is_file():
@@ -159,8 +224,8 @@ def _subject_key(value: str) -> bytes:
             return load_public_key(raw)
         except ValidationError:
             fail(
-                f"--key: {path} is neither a key file (icn key new) nor a public key (base64 or "
-                "64 hex digits of an Ed25519 key)",
+                f"--key: {path} is neither a key file (icn key generate) nor a public key "
+                "(base64 or 64 hex digits of an Ed25519 key)",
                 EXIT_USAGE,
             )
     try:
@@ -176,7 +241,7 @@ def cert_issue(
     issuer_key: Annotated[Path, typer.Option(help="the issuer's key file")],
     issuer_cert: Annotated[Path, typer.Option(help="the issuer's certificate")],
     out: Annotated[Path, typer.Option(help="certificate file to write")],
-    validity: ValidityOpt = "90d",
+    validity: Annotated[float, duration_option("--validity", help=VALIDITY_HELP)] = duration("90d"),
     issuer_id: Annotated[str, typer.Option(help="the issuer-id name component")] = "NA",
     force: Annotated[bool, typer.Option(help="replace an existing --out file")] = False,
 ) -> None:
@@ -186,8 +251,7 @@ def cert_issue(
     issuer certificate is not valid now.  A validity that would outlast the issuer's
     certificate is clipped to its end (said on stderr): a validator refuses a chain past the
     end of any of its certificates anyway."""
-    seconds = quantity("--validity", validity, parse_duration)
-    assert seconds is not None
+    seconds = validity
     if seconds <= 0:
         fail("--validity: must be more than 0, e.g. 90d", EXIT_USAGE)
     subject = _subject_key(key)
@@ -212,8 +276,8 @@ def cert_issue(
     if now + seconds > icert.not_after:
         not_after = icert.not_after
         typer.echo(
-            f"note: --validity {validity} would outlast the issuer's certificate; clipped to its "
-            f"end, {certs.format_time(not_after)} UTC ({format_duration(not_after - now)})",
+            "note: --validity would outlast the issuer's certificate; clipped to its end, "
+            f"{certs.format_time(not_after)} UTC ({format_duration(not_after - now)})",
             err=True,
         )
     cert = certs.issue(
@@ -297,5 +361,5 @@ def cert_install_anchor(
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(key_app, name="key")
-    app.add_typer(cert_app, name="cert")
+    app.add_typer(key_app, name="key", rich_help_panel=PANEL_IDENTITIES)
+    app.add_typer(cert_app, name="cert", rich_help_panel=PANEL_IDENTITIES)

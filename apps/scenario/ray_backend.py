@@ -1,6 +1,6 @@
 """The ray backend: a scenario's nodes on the machines of a Ray cluster.
 
-``icn scenario run FILE --backend ray --address HOST:PORT`` (or ``RAY_ADDRESS``; ``auto`` finds
+``icn scenario run FILE --backend ray --ray-address HOST:PORT`` (or ``RAY_ADDRESS``; ``auto`` finds
 a cluster this machine is part of) joins the cluster as a Ray driver, so the launcher runs on
 one of its machines, usually the head.  Then, before anything starts:
 
@@ -86,7 +86,7 @@ def cluster_address(address: str | None) -> str:
     found = address or os.environ.get(ADDRESS_ENV)
     if not found:
         raise ConfigError(
-            "the ray backend needs a Ray cluster's address: --address HOST:PORT (its head's "
+            "the ray backend needs a Ray cluster's address: --ray-address HOST:PORT (its head's "
             f"GCS port, 6379 unless changed) or {ADDRESS_ENV}"
         )
     return found
@@ -105,7 +105,7 @@ def probe(address: str) -> None:
     except OSError as exc:
         raise ConfigError(
             f"no Ray cluster answers at {address} ({exc}): start one (ray start --head) or "
-            f"give its head's address with --address HOST:PORT or {ADDRESS_ENV}"
+            f"give its head's address with --ray-address HOST:PORT or {ADDRESS_ENV}"
         ) from None
 
 

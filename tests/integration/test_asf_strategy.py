@@ -53,7 +53,7 @@ def test_pings_move_to_the_faster_producer_and_strategy_show_says_why(
         chosen = as_json(env, "strategy", "set", "/srv", "asf")
         assert chosen["strategy"] == "/localhost/nfd/strategy/asf/v=5"
 
-        ping = as_json(env, "ping", "/srv", "-c", str(PINGS), "-i", "0.05", "--timeout", "2")
+        ping = as_json(env, "ping", "/srv", "-c", str(PINGS), "-i", "50ms", "--timeout", "2s")
         assert ping["received"] == PINGS
 
         show = as_json(env, "strategy", "show", "/srv")

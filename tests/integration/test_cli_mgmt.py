@@ -118,9 +118,7 @@ def test_status_faces_and_routes(workdir: Path) -> None:
         assert f"route added: /app -> face {face_id}" in added
         assert "cost=7" in added and "capture" in added and "origin=255" in added
         # a URI without a face: faces/create first, as nfdc does
-        auto = as_json(
-            env, "route", "add", "/other", other_uri, "--no-inherit", "--expires", "60000"
-        )
+        auto = as_json(env, "route", "add", "/other", other_uri, "--no-inherit", "--expires", "60s")
         assert auto["flags"] == 0 and auto["expiration_period"] == 60000
         routes = as_json(env, "route", "list")
         rib = {e["name"]: e["routes"] for e in routes["rib"]}

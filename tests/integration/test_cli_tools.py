@@ -50,7 +50,7 @@ def test_peek_and_poke(workdir: Path) -> None:
     missing = {ENV_VAR: f"unix://{workdir}/nobody.sock"}
     assert "no forwarder at unix://" in err(missing, EXIT_UNREACHABLE, "peek", "/a")
     with forwarder(workdir) as (_, env):
-        poke = start_poke(workdir, env, "/demo/greeting", "--freshness", "60000")
+        poke = start_poke(workdir, env, "/demo/greeting", "--freshness", "60s")
         try:
             assert icn(env, "peek", "/demo/greeting").stdout == PAYLOAD  # binary-safe
             assert poke.wait(10) == 0
@@ -70,13 +70,13 @@ def test_peek_and_poke(workdir: Path) -> None:
         assert "Nack" in nack and "NoRoute" in nack and "/nothing/here" in nack
         # a route to a UDP port nobody listens on: the Interest goes out, nothing comes back
         out(env, "route", "add", "/void", f"udp4://127.0.0.1:{free_udp_port()}")
-        slow = err(env, EXIT_TIMEOUT, "peek", "/void/x", "--timeout", "0.3")
+        slow = err(env, EXIT_TIMEOUT, "peek", "/void/x", "--timeout", "300ms")
         assert "timeout" in slow and "/void/x" in slow
         bad = err(env, EXIT_USAGE, "peek", "/a/sha256digest=zz")
         assert "invalid NDN name '/a/sha256digest=zz'" in bad
-        lonely = err(env, EXIT_TIMEOUT, "poke", "/nobody/asks", "--timeout", "0.3")
-        assert "no Interest for /nobody/asks within 0.3 s" in lonely
-        text = icn(env, "poke", "/x", "--timeout", "5", stdin=b"x" * 9000, code=EXIT_USAGE)
+        lonely = err(env, EXIT_TIMEOUT, "poke", "/nobody/asks", "--timeout", "300ms")
+        assert "no Interest for /nobody/asks within 300ms" in lonely
+        text = icn(env, "poke", "/x", "--timeout", "5s", stdin=b"x" * 9000, code=EXIT_USAGE)
         assert b"stdin has 9000 bytes" in text.stderr
 
 
@@ -85,20 +85,20 @@ def test_ping_and_ping_server(workdir: Path) -> None:
         server = group.start("ping-server", icn_argv("ping-server", "/srv", "--size", "16"), env)
         server.wait_for("ping server ready: serving /srv/ping", stream="stdout")
 
-        lines = out(env, "ping", "/srv", "-c", "3", "-i", "0.05").splitlines()
+        lines = out(env, "ping", "/srv", "-c", "3", "-i", "50ms").splitlines()
         replies = [ln for ln in lines if ln.startswith("content from /srv: seq=")]
         assert [r.split()[3] for r in replies] == ["seq=0", "seq=1", "seq=2"], lines
         assert all(r.endswith(" ms") for r in replies)
         assert "3 packets transmitted, 3 received, 0 nacked, 0% lost" in "\n".join(lines)
         assert any(ln.startswith("rtt min/avg/max/mdev = ") for ln in lines)
 
-        summary = json.loads(out(env, "ping", "/srv", "-c", "2", "-i", "0.05", "--json"))
+        summary = json.loads(out(env, "ping", "/srv", "-c", "2", "-i", "50ms", "--json"))
         assert summary["transmitted"] == 2 and summary["received"] == 2
         assert summary["loss_percent"] == 0 and summary["timeouts"] == 0
         rtt = summary["rtt_ms"]
         assert 0 < rtt["min"] <= rtt["avg"] <= rtt["max"] and rtt["mdev"] >= 0
 
-        lost = icn(env, "ping", "/nobody", "-c", "2", "-i", "0.05", "--json", code=EXIT_FAILED)
+        lost = icn(env, "ping", "/nobody", "-c", "2", "-i", "50ms", "--json", code=EXIT_FAILED)
         none = json.loads(lost.stdout)
         assert none["transmitted"] == 2 and none["received"] == 0 and none["nacked"] == 2
         assert none["loss_percent"] == 100 and none["rtt_ms"] is None

@@ -40,11 +40,11 @@ def icn(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 def test_anchor_member_and_a_validator_that_trusts_them(tmp_path: Path) -> None:
     ca_key, ca_cert = tmp_path / "ca.key", tmp_path / "ca.cert"
     alice_key, alice_cert = tmp_path / "alice.key", tmp_path / "alice.cert"
-    ran = icn("key", "new", str(ca_key))
+    ran = icn("key", "generate", str(ca_key))
     assert ran.returncode == 0, ran.stderr
     assert stat.S_IMODE(ca_key.stat().st_mode) == 0o600
     assert ran.stdout.split()[0] == Identity.load(ca_key).fingerprint
-    assert icn("key", "new", str(alice_key)).returncode == 0
+    assert icn("key", "generate", str(alice_key)).returncode == 0
     shown = json.loads(icn("key", "show", str(alice_key), "--json").stdout)
     alice = Identity.load(alice_key)
     assert shown["fingerprint"] == alice.fingerprint
@@ -95,9 +95,9 @@ def test_refusals_name_the_option_and_the_fix(tmp_path: Path) -> None:
     ca_key, ca_cert, other_key = tmp_path / "ca.key", tmp_path / "ca.cert", tmp_path / "o.key"
     Identity.generate().save(ca_key)
     Identity.generate().save(other_key)
-    ran = icn("key", "new", str(ca_key))
+    ran = icn("key", "generate", str(ca_key))
     assert ran.returncode == 1 and "exists; pass --force" in ran.stderr
-    assert icn("key", "new", str(ca_key), "--force").returncode == 0
+    assert icn("key", "generate", str(ca_key), "--force").returncode == 0
 
     ran = icn("cert", "self-sign", "--key", str(ca_key), "--identity", "/org/ca", "--validity",
               "365days", "--out", str(ca_cert))  # fmt: skip

@@ -134,7 +134,7 @@ def start_poke(group: ProcessGroup, env: dict[str, str], name: str, payload: byt
     tag = f"poke{len(group.children)}"
     src = group.workdir / f"{tag}.in"
     src.write_bytes(payload)
-    argv = icn_argv("poke", name, "--freshness", "60000", "--timeout", "60")
+    argv = icn_argv("poke", name, "--freshness", "60s", "--timeout", "60s")
     child = group.start(tag, argv, env, stdin=src)
     child.wait_for("waiting for an Interest", timeout=60, stream="stderr")
     return child

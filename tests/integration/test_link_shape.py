@@ -27,7 +27,7 @@ HOST = "127.0.0.1"
 
 
 def ping(env: dict[str, str], count: int, *, code: int = 0) -> Any:
-    proc = icn(env, "ping", "/srv", "-c", str(count), "-i", "0.05", "--timeout", "0.5", "--json",
+    proc = icn(env, "ping", "/srv", "-c", str(count), "-i", "50ms", "--timeout", "500ms", "--json",
                code=code)  # fmt: skip
     return json.loads(proc.stdout)
 

@@ -171,7 +171,7 @@ def test_link_carries_udp_and_interests(run_id: str, tmp_path: Path) -> None:
         poke_err = tmp_path / "poke.err"
         with open(src, "rb") as stdin, open(poke_err, "wb") as stderr:
             poke = subprocess.Popen(
-                be.argv_for("b", icn_argv("poke", "/x/hello", "--timeout", "20")),
+                be.argv_for("b", icn_argv("poke", "/x/hello", "--timeout", "20s")),
                 stdin=stdin,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
@@ -181,7 +181,7 @@ def test_link_carries_udp_and_interests(run_id: str, tmp_path: Path) -> None:
         wait_until(lambda: "waiting for an Interest" in poke_err.read_text(), poke, poke_err)
 
         peek = subprocess.run(
-            be.argv_for("a", icn_argv("peek", "/x/hello", "--timeout", "10")),
+            be.argv_for("a", icn_argv("peek", "/x/hello", "--timeout", "10s")),
             capture_output=True,
             timeout=30,
             env=env_a,

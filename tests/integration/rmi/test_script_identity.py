@@ -112,8 +112,8 @@ async def test_cli_resolves_the_key_the_same_way(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != IDENTITY_ENV}
     key = workdir / "cli.key"
-    # `icn key show FILE` creates the key and prints the fingerprint a server lists
-    code, out, err = await icn("key", "show", str(key), env=env)
+    # `icn key generate FILE` makes the key and prints the fingerprint a server lists
+    code, out, err = await icn("key", "generate", str(key), env=env)
     assert code == 0, err
     fingerprint = out.split()[0]
     assert fingerprint == Identity.load(key).fingerprint

@@ -105,7 +105,7 @@ def test_cli_call_results_errors_and_exit_codes(served: tuple[str, Child]) -> No
     assert missing.returncode == 1 and "NoSuchFunction" in missing.stderr
     no_server = icn(uri, "call", "/elsewhere/fn")
     assert no_server.returncode == 3 and "no route" in no_server.stderr
-    late = icn(uri, "call", "/svc/slow", "3", "--timeout", "1")
+    late = icn(uri, "call", "/svc/slow", "3", "--timeout", "1s")
     assert late.returncode == 4 and "timed out" in late.stderr
     bad = icn(uri, "call", "svc")
     assert bad.returncode == 2

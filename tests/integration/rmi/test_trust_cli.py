@@ -1,4 +1,4 @@
-"""Identities by hand, as the security guide provisions them: ``icn key new``, ``icn cert
+"""Identities by hand, as the security guide provisions them: ``icn key generate``, ``icn cert
 self-sign`` for the organisation's anchor, ``icn cert issue`` for a member; ``icn serve
 --trust-schema --anchor`` serves a function authorized by namespace; ``icn call --key --cert``
 is admitted, the same key without its certificate and a stranger's certified key are refused."""
@@ -34,7 +34,7 @@ def provision(d: Path, org: str, who: str) -> tuple[Path, Path, Path, Path]:
     ca_key, anchor = d / f"{org}-ca.key", d / f"{org}-ca.cert"
     key, cert = d / f"{who}.key", d / f"{who}.cert"
     for path in (ca_key, key):
-        assert icn("key", "new", str(path))[0] == 0
+        assert icn("key", "generate", str(path))[0] == 0
     code, _, err = icn("cert", "self-sign", "--key", str(ca_key), "--identity", f"/{org}",
                        "--out", str(anchor))  # fmt: skip
     assert code == 0, err

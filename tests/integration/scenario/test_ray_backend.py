@@ -60,7 +60,7 @@ def cluster() -> Iterator[RayCluster]:
 
 
 def launcher_argv(cluster: RayCluster, path: Path, out: Path, *extra: str) -> list[str]:
-    args = ["scenario", "run", str(path), "--backend", "ray", "--address", cluster.address]
+    args = ["scenario", "run", str(path), "--backend", "ray", "--ray-address", cluster.address]
     return cluster.exec_argv(cluster.head, icn_argv(*args, "--out", str(out), *extra))
 
 

@@ -433,7 +433,7 @@ def test_no_cluster_at_the_address_is_named() -> None:
     with pytest.raises(ConfigError) as info:
         probe(f"127.0.0.1:{port}")
     assert f"no Ray cluster answers at 127.0.0.1:{port}" in str(info.value)
-    assert "--address HOST:PORT or RAY_ADDRESS" in str(info.value)
+    assert "--ray-address HOST:PORT or RAY_ADDRESS" in str(info.value)
     with pytest.raises(ConfigError, match="write HOST:PORT"):
         probe("headnode")
 
@@ -442,7 +442,7 @@ def test_cli_names_the_address_no_cluster_answers_at(tmp_path: Path, state_dir: 
     port = closed_port()
     base = icn_argv("scenario", "run", str(SCENARIOS / "quickstart.yaml"), "--out")
     env = {**os.environ, "COLUMNS": "200"}
-    argv = [*base, str(tmp_path / "out"), "--backend", "ray", "--address", f"127.0.0.1:{port}"]
+    argv = [*base, str(tmp_path / "out"), "--backend", "ray", "--ray-address", f"127.0.0.1:{port}"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"no Ray cluster answers at 127.0.0.1:{port}" in done.stdout
@@ -450,9 +450,9 @@ def test_cli_names_the_address_no_cluster_answers_at(tmp_path: Path, state_dir: 
     assert not list(state_dir.glob("*.json"))  # the run record finished: nothing left
     assert not (tmp_path / "out" / "logs").exists()  # nothing started
 
-    argv = [*base, str(tmp_path / "out2"), "--address", f"127.0.0.1:{port}"]
+    argv = [*base, str(tmp_path / "out2"), "--ray-address", f"127.0.0.1:{port}"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
-    assert done.returncode == 2 and "--address is the Ray cluster's" in done.stderr
+    assert done.returncode == 2 and "--ray-address is the Ray cluster's" in done.stderr
 
 
 def test_processes_of_an_agent_that_died_count_as_killed(tmp_path: Path) -> None:

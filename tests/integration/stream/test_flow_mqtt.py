@@ -138,7 +138,7 @@ async def test_killed_mqtt_source_loses_no_message(
     with ProcessGroup(workdir) as group:
 
         def flow(name: str, only: str) -> Any:
-            argv = icn_argv("flow", "run", str(path), "--connect", f"unix://{sock}")
+            argv = icn_argv("flow", "run", str(path), "--transport", f"unix://{sock}")
             return group.start(name, [*argv, "--only", only, "--quiet"])
 
         fwd = group.start("fwd", icn_argv("fwd", "--unix", str(sock)))

@@ -112,8 +112,8 @@ def test_killed_operators_resume_from_checkpoints_without_loss_or_duplicates(
     state = workdir / "state" / "recover"
 
     def flow(group: ProcessGroup, name: str, only: str) -> Child:
-        argv = icn_argv("flow", "run", str(graph), "--connect", f"unix://{sock}", "--only", only)
-        return group.start(name, [*argv, "--quiet", "--timeout", "60"])
+        argv = icn_argv("flow", "run", str(graph), "--transport", f"unix://{sock}", "--only", only)
+        return group.start(name, [*argv, "--quiet", "--timeout", "60s"])
 
     with ProcessGroup(workdir) as group:
         fwd = group.start("fwd", icn_argv("fwd", "--unix", str(sock)))

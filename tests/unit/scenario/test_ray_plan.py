@@ -179,7 +179,7 @@ def test_a_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_no_address_names_the_option_and_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ray_backend.ADDRESS_ENV, raising=False)
-    with pytest.raises(ConfigError, match=r"--address HOST:PORT .* or RAY_ADDRESS"):
+    with pytest.raises(ConfigError, match=r"--ray-address HOST:PORT .* or RAY_ADDRESS"):
         cluster_address(None)
     monkeypatch.setenv(ray_backend.ADDRESS_ENV, "10.9.0.1:6379")
     assert cluster_address(None) == "10.9.0.1:6379"

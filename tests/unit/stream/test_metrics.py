@@ -115,7 +115,7 @@ def test_flow_run_metrics_flag_serves_and_refuses_a_bad_address(workdir: Path) -
     graph = workdir / "g.yaml"
     graph.write_text(json.dumps(spec(workdir)))  # YAML reads JSON
     runner = CliRunner()
-    args = ["run", str(graph), "--state-dir", str(workdir / "s"), "--quiet", "--timeout", "20"]
+    args = ["run", str(graph), "--state-dir", str(workdir / "s"), "--quiet", "--timeout", "20s"]
     ok = runner.invoke(flow_app, [*args, "--metrics", "127.0.0.1:0"])
     assert ok.exit_code == 0, ok.output
     assert "metrics on http://127.0.0.1:" in ok.output
