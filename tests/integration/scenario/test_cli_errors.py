@@ -63,7 +63,7 @@ def test_a_service_that_never_gets_ready_fails_the_run_cleanly(
     assert out.returncode == 1, out.stdout + out.stderr
     assert "crasher exited with 1 before" in out.stdout and "logs in" in out.stdout
     # the service's own error is shown (json.loads given a context), the launcher's is not
-    assert "TypeError" in out.stdout and "cli_scenario.py" not in out.stdout
+    assert "TypeError" in out.stdout and "apps/cli/scenario.py" not in out.stdout
     assert not list(state_dir.glob("*.json")), "the run record was not closed"
 
 
