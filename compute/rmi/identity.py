@@ -17,7 +17,8 @@ IDENTITY_ENV = "ICN_IDENTITY"
 
 
 def default_key_path() -> Path:
-    """Where ``icn key show`` keeps a key when given no file: $XDG_CONFIG_HOME/icn/id_ed25519."""
+    """Where ``icn key generate`` writes a key (and ``show`` reads it) when given no file and no
+    $ICN_IDENTITY: $XDG_CONFIG_HOME/icn/id_ed25519."""
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "icn" / "id_ed25519"
 
