@@ -88,7 +88,7 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    """ICN forwarder and tools."""
+    """The options of ``icn`` itself (its help text is the app's, above)."""
 
 
 @app.command(rich_help_panel=PANEL_DAEMON)
