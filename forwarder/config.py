@@ -2,7 +2,11 @@
 
 Checked by :mod:`forwarder.schema` (not pydantic, whose import alone would cost every idle
 forwarder about 8 MB): unknown keys are rejected so a typo is reported with its path instead of
-being ignored, and every error names the field and what to write instead.
+being ignored, and every error names the field and what to write instead.  A file's problems are
+reported all at once, each with its line and column, as scenarios and stream graphs report theirs
+(:mod:`icn.problems`): ``fwd.yaml:3:3: tables.pit_max_entrys: unknown field 'pit_max_entrys'
+(did you mean 'pit_max_entries'? valid fields: ...)``.  Every field is described in
+docs/reference/forwarder-config.md.
 """
 
 from __future__ import annotations
@@ -13,10 +17,20 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
+from forwarder import schema
 from forwarder.face.link_settings import ShaperConfig
-from forwarder.schema import Problem, SchemaError, Settings, fill, setting
+from forwarder.schema import SchemaError, Settings, fill, setting
 from icn.addr import parse_host_port
 from icn.errors import ConfigError
+from icn.problems import (
+    NotYaml,
+    Problem,
+    ProblemsError,
+    YamlDocument,
+    parse_yaml,
+    validation_problems,
+)
+from icn.units import parse_duration
 from icn.wire import tlv_types as T
 from icn.wire.name import from_uri
 
@@ -212,51 +226,134 @@ class ForwarderConfig(Settings):
                 known = ", ".join(sorted(face_uris)) or "none"
                 msg = f"{r.face!r} is not one of the static faces ({known}); "
                 msg += "add it under 'faces:' or fix the URI"
-                raise SchemaError([Problem(("routes", i, "face"), "check", msg, r.face)])
+                raise SchemaError([schema.Problem(("routes", i, "face"), "check", msg, r.face)])
 
 
-def format_schema_error(exc: SchemaError, source: str) -> str:
-    lines = [f"invalid configuration in {source}:"]
-    for p in exc.problems:
-        msg = p.msg
-        if p.kind == "unknown":
-            msg = "unknown field; check the spelling (see the README for the fields)"
-        lines.append(f"  {p.where or '(top level)'}: {msg}")
-    return "\n".join(lines)
+class ForwarderConfigError(ProblemsError):
+    """A config that cannot be used; ``problems`` lists every mistake, each with its line and
+    column when it came from a file (``FILE:LINE:COL: field.path: message``)."""
+
+
+# forwarder/schema.py's kinds of problem in pydantic's terms, which icn.problems explains
+_KINDS = {"unknown": "extra_forbidden", "missing": "missing", "check": "value_error"}
+
+
+def schema_problems(exc: SchemaError) -> list[Problem]:
+    """The problems of a config checked by forwarder/schema.py, explained as a scenario's are:
+    an unknown field with the closest valid one and every valid one there, a missing field, a
+    wrong type or bound with the value written, a check's own message with its fix."""
+    errors = [
+        {"type": _KINDS.get(p.kind, p.kind), "loc": p.loc, "msg": p.msg}
+        | ({} if p.kind in ("unknown", "missing") else {"input": p.value})
+        for p in exc.problems
+    ]
+    for err, p in zip(errors, exc.problems, strict=True):
+        hint = _milliseconds_hint(p)
+        if hint is not None:
+            err.update(type="value_error", msg=hint)
+    return validation_problems(errors, ForwarderConfig)
+
+
+def _milliseconds_hint(p: schema.Problem) -> str | None:
+    """For a ``..._ms`` field given a duration with units (``6s``, as scenarios and the CLI
+    take them), the whole number of milliseconds to write instead."""
+    if p.kind != "type" or not p.loc or not str(p.loc[-1]).endswith("_ms"):
+        return None
+    if not isinstance(p.value, str) or not any(c.isalpha() for c in p.value):
+        return None  # a bare number ("1.5") means milliseconds here, not parse_duration's seconds
+    try:
+        ms = parse_duration(p.value) * 1000
+    except ValueError:
+        return None
+    return f"a whole number of milliseconds; write {round(ms)} for {p.value!r}"
+
+
+class ConfigMapping(dict[str, Any]):
+    """A config file's top-level mapping, which remembers where it was read from, so that
+    :func:`config_from_dict` can give each problem its line (the CLI's flags may add to it)."""
+
+    def __init__(
+        self, data: dict[str, Any], text: str, document: YamlDocument | None, duplicated: bool
+    ) -> None:
+        super().__init__(data)
+        self.text = text
+        self._document = document
+        self.duplicated = duplicated  # a key written twice in one mapping
+
+    def document(self) -> YamlDocument | None:
+        """The file's YAML nodes (for a JSON file, parsed again now: only a bad one needs it)."""
+        if self._document is None:
+            try:
+                self._document = parse_yaml(self.text)
+            except NotYaml:
+                return None  # JSON that YAML reads otherwise: the problems go without lines
+        return self._document
 
 
 def config_from_dict(data: dict[str, Any], source: str = "<config>") -> ForwarderConfig:
+    """``data`` checked as a :class:`ForwarderConfig`; ForwarderConfigError lists every problem
+    (with its line when ``data`` was read by :func:`read_config_mapping`)."""
+    problems: list[Problem] = []
     try:
-        return fill(ForwarderConfig, data)
+        config = fill(ForwarderConfig, data)
     except SchemaError as exc:
-        raise ConfigError(format_schema_error(exc, source)) from None
+        problems = schema_problems(exc)
+    if isinstance(data, ConfigMapping) and (problems or data.duplicated):
+        document = data.document()
+        if document is not None:
+            problems = document.duplicate_keys() + document.locate(problems)
+    if problems:
+        raise ForwarderConfigError(source, problems)
+    return config
+
+
+def _note_duplicates(found: list[bool]) -> Any:
+    """A json.loads object hook that notes a key written twice (which JSON, like YAML, would
+    otherwise drop silently but for the last)."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            found.append(True)
+        return out
+
+    return hook
 
 
 def read_config_mapping(path: str | Path) -> dict[str, Any]:
-    """The top-level mapping of a YAML config file; ConfigError names the file, line and fix."""
+    """The top-level mapping of a YAML config file (remembering the file, for the lines of its
+    problems); ForwarderConfigError names the file, line, column and fix."""
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {p}: {exc.strerror}") from None
+        problem = Problem((), f"cannot read the config file: {exc.strerror}", file=str(p))
+        raise ForwarderConfigError(str(p), [problem]) from None
+    document = None
+    duplicated: list[bool] = []
     try:
         # JSON is YAML too: a config written as JSON (as a launcher may) is read without a
         # YAML parser, which would stay in the daemon's memory (1.7 MB, issue 23)
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_note_duplicates(duplicated))
     except ValueError:
-        import yaml  # here: a daemon started with flags only reads no YAML
-
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise ConfigError(f"{p}:{where} is not valid YAML: {exc}") from None
+            document = parse_yaml(text)
+        except NotYaml as exc:
+            raise ForwarderConfigError(str(p), [exc.problem]) from None
+        data = document.data
+        duplicated = [True] if document.duplicate_keys() else []
     if data is None:
-        return {}
+        data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{p}: the top level must be a mapping of settings, e.g. 'listen:'")
-    return data
+        problem = Problem(
+            (),
+            f"the top level must be a mapping of settings, e.g. 'listen:', not a "
+            f"{type(data).__name__}; see docs/reference/forwarder-config.md",
+            1,
+            1,
+        )
+        raise ForwarderConfigError(str(p), [problem])
+    return ConfigMapping(data, text, document, bool(duplicated))
 
 
 def load_config(path: str | Path) -> ForwarderConfig:

@@ -78,7 +78,7 @@ class NodeSpec(_Strict):
     @field_validator("forwarder")
     @classmethod
     def _check_forwarder(cls, v: dict[str, Any]) -> dict[str, Any]:
-        from forwarder.config import config_from_dict
+        from forwarder.config import ForwarderConfigError, config_from_dict
 
         owned = [k for k in LAUNCHER_OWNED if k in v]
         if owned:
@@ -87,8 +87,8 @@ class NodeSpec(_Strict):
             )
         try:
             config_from_dict(v, "forwarder")
-        except ConfigError as exc:
-            raise ValueError(str(exc).replace("invalid configuration in forwarder:", "")) from None
+        except ForwarderConfigError as exc:
+            raise ValueError("; ".join(p.text for p in exc.problems)) from None
         return v
 
 

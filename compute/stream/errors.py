@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from icn.errors import ConfigError, IcnError
+from icn.errors import IcnError
+from icn.problems import ProblemsError
 
 
 class StreamError(IcnError):
@@ -10,12 +11,6 @@ class StreamError(IcnError):
     on a record, a sink cannot write.  The message names the operator and the record."""
 
 
-class GraphError(ConfigError):
-    """A graph file that cannot run; ``problems`` each name the operator, the field and the
-    fix."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"{source}: {len(problems)} problem(s) in the graph:\n{lines}")
+class GraphError(ProblemsError):
+    """A graph file that cannot run; ``problems`` each name the line, the field and the fix
+    (``g.yaml:7:5: operators[1].fn: ...``), as the forwarder's config and scenarios do."""

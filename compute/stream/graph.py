@@ -1,24 +1,34 @@
 """Graph files: the operators of a flow, their inputs, partitions and placement.
 
 A graph is YAML (or the same mapping inline in a scenario), validated with pydantic before
-anything starts; a bad file gets every problem at once, each naming the operator, the field
-and the fix.  :class:`Graph` then answers the questions the runtime asks: how many partitions
-an operator has, which input streams an instance reads (in a fixed order, so that a replay
-after a restart sees the same batches in the same order), and who consumes a stream.
+anything starts; a bad file gets every problem at once, each with its line, the field and the
+fix (``g.yaml:7:5: operators[1].fn: ...``: :mod:`icn.problems`, as the forwarder's config and
+scenarios report theirs).  :class:`Graph` then answers the questions the runtime asks: how many
+partitions an operator has, which input streams an instance reads (in a fixed order, so that a
+replay after a restart sees the same batches in the same order), and who consumes a stream.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
+from collections.abc import Callable as AnyCallable
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from compute.stream.errors import GraphError
+from icn.problems import (
+    NotYaml,
+    Problem,
+    YamlDocument,
+    did_you_mean,
+    parse_yaml,
+    validation_problems,
+)
 from icn.units import parse_duration
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -53,9 +63,11 @@ class _Op(_Strict):
     name: OpName
     node: str | None = Field(None, description="the scenario node that runs this operator")
     partitions: int | None = Field(None, ge=1, le=MAX_PARTITIONS)
+    # the fields that name the operators read (where a problem with an input is written)
+    INPUT_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def inputs(self) -> list[str]:
-        return []
+        return [getattr(self, f) for f in self.INPUT_FIELDS]
 
 
 class _Source(_Op):
@@ -102,9 +114,7 @@ class MqttSource(_Source):
 
 class _OneInput(_Op):
     input: OpName
-
-    def inputs(self) -> list[str]:
-        return [self.input]
+    INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("input",)
 
 
 class MapOp(_OneInput):
@@ -186,9 +196,7 @@ class JoinOp(_Windowed):
     type: Literal["join"]
     left: OpName
     right: OpName
-
-    def inputs(self) -> list[str]:
-        return [self.left, self.right]
+    INPUT_FIELDS: ClassVar[tuple[str, ...]] = ("left", "right")
 
 
 class StdoutSink(_OneInput):
@@ -225,10 +233,6 @@ OpSpec = Annotated[
 ]
 SOURCES = (GeneratorSource, FileSource, MqttSource)
 SINKS = (StdoutSink, FileSink, MqttSink)
-OP_TYPES = (
-    "generator, file_source, mqtt_source, map, filter, flat_map, key_by, window, join, "
-    "stdout, file_sink, mqtt_sink"
-)
 
 
 class Settings(_Strict):
@@ -251,36 +255,37 @@ class GraphSpec(_Strict):
     settings: Settings = Field(default_factory=Settings)
     operators: list[OpSpec] = Field(min_length=1)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _known_types(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            for i, op in enumerate(data.get("operators") or []):
-                if isinstance(op, Mapping) and op.get("type") not in OP_TYPES.split(", "):
-                    raise ValueError(
-                        f"operators.{i} ({op.get('name', '?')}): type {op.get('type')!r} is "
-                        f"not one of {OP_TYPES}"
-                    )
-        return data
-
 
 StreamId = tuple[str, int]  # (operator, partition)
 
 
 class Graph:
-    """A validated graph and the wiring derived from it."""
+    """A validated graph and the wiring derived from it.  ``document``: the YAML it was read
+    from, so that a problem found later (a function that does not import) has its line."""
 
-    def __init__(self, spec: GraphSpec, source: str = "<graph>") -> None:
+    def __init__(
+        self, spec: GraphSpec, source: str = "<graph>", document: YamlDocument | None = None
+    ) -> None:
         self.spec = spec
         self.source = source
+        self.document = document
         self.flow = "/" + spec.flow.strip("/")
         self.settings = spec.settings
         self.ops: dict[str, Any] = {}
-        problems: list[str] = []
-        for op in spec.operators:
+        self.index: dict[str, int] = {}  # operator -> its position under operators:
+        problems: list[Problem] = []
+        for i, op in enumerate(spec.operators):
             if op.name in self.ops:
-                problems.append(f"operator {op.name!r} is defined twice: rename one")
+                problems.append(
+                    Problem(
+                        ("operators", i, "name"),
+                        f"operator {op.name!r} is defined twice (also operators"
+                        f"[{self.index[op.name]}]); rename one",
+                    )
+                )
+                continue
             self.ops[op.name] = op
+            self.index[op.name] = i
         if not problems:
             problems += self._check_inputs()
         if not problems:
@@ -290,12 +295,34 @@ class Graph:
             for name in self.order:
                 problems += self._derive(self.ops[name])
         if problems:
-            raise GraphError(source, problems)
+            raise self.error(problems)
         self._consumers: dict[StreamId, list[str]] = {}
         for name in self.order:
             for p in range(self.partitions[name]):
                 for stream in self.inputs_of(name, p):
                     self._consumers.setdefault(stream, []).append(instance_id(name, p))
+
+    def error(self, problems: list[Problem]) -> GraphError:
+        """A GraphError of ``problems``, each with its line when the graph came from a file."""
+        if self.document is not None:
+            problems = self.document.locate(problems)
+        return GraphError(self.source, problems)
+
+    def check_functions(self, names: list[str] | None = None) -> None:
+        """Import every function the operators (or those of ``names``) name; GraphError with
+        each one that does not import, at its line."""
+        problems = []
+        for name in self.ops if names is None else names:
+            op = self.ops[name]
+            for field in ("fn", "reduce"):
+                ref = getattr(op, field, None)
+                if ref:
+                    try:
+                        import_function(ref)
+                    except ValueError as exc:
+                        problems.append(Problem(("operators", self.index[name], field), str(exc)))
+        if problems:
+            raise self.error(problems)
 
     # ---- wiring -------------------------------------------------------------------------------
 
@@ -349,20 +376,27 @@ class Graph:
 
     # ---- validation ---------------------------------------------------------------------------
 
-    def _check_inputs(self) -> list[str]:
+    def _at(self, op: Any, *field: str) -> tuple[str | int, ...]:
+        return ("operators", self.index[op.name], *field)
+
+    def _check_inputs(self) -> list[Problem]:
         problems = []
         consumed: set[str] = set()
+        names = list(self.ops)
         for op in self.ops.values():
-            for up in op.inputs():
+            for field in op.INPUT_FIELDS:
+                up = getattr(op, field)
                 consumed.add(up)
                 if up not in self.ops:
-                    known = ", ".join(self.ops)
-                    problems.append(f"{op.name}: input {up!r} is not an operator ({known})")
+                    msg = f"{up!r} is not an operator" + did_you_mean(up, names, "operators")
+                    problems.append(Problem(self._at(op, field), msg))
                 elif isinstance(self.ops[up], SINKS):
-                    problems.append(f"{op.name}: input {up!r} is a sink, which has no output")
+                    msg = f"{up!r} is a sink, which has no output; read what the sink reads"
+                    problems.append(Problem(self._at(op, field), msg))
         for op in self.ops.values():
             if not isinstance(op, SINKS) and op.name not in consumed:
-                problems.append(f"{op.name}: nothing reads its output; add a sink after it")
+                msg = f"{op.name}: nothing reads its output; add a sink after it"
+                problems.append(Problem(self._at(op), msg))
         return problems
 
     def _topological(self) -> list[str]:
@@ -374,7 +408,9 @@ class Graph:
                 return
             if state.get(name) == 1:
                 cycle = " -> ".join([*path[path.index(name) :], name])
-                raise GraphError(self.source, [f"the graph has a cycle: {cycle}"])
+                op = self.ops[name]
+                msg = f"the graph has a cycle: {cycle}; an operator cannot read its own output"
+                raise self.error([Problem(self._at(op, *op.INPUT_FIELDS[:1]), msg)])
             state[name] = 1
             for up in self.ops[name].inputs():
                 visit(up, [*path, name])
@@ -385,14 +421,15 @@ class Graph:
             visit(name, [])
         return order
 
-    def _derive(self, op: Any) -> list[str]:
+    def _derive(self, op: Any) -> list[Problem]:
         name = op.name
         ups = op.inputs()
         if not ups:
             n = op.partitions or 1
             self.partitions[name], self.keyed[name] = n, False
             if isinstance(op, FileSource | MqttSource) and n != 1:
-                return [f"{name}: a {op.type} has one partition; remove partitions: {n}"]
+                msg = f"{name}: a {op.type} has one partition; remove partitions: {n}"
+                return [Problem(self._at(op, "partitions"), msg)]
             return []
         n_in = [self.partitions[u] for u in ups]
         n = op.partitions or n_in[0]
@@ -403,17 +440,19 @@ class Graph:
         problems = []
         for u, k in zip(ups, n_in, strict=True):
             if n > k:
-                problems.append(
+                msg = (
                     f"{name}: partitions: {n} but its input {u!r} has {k}; use at most {k}, "
                     "or put a key_by with more partitions before it"
                 )
+                problems.append(Problem(self._at(op, "partitions"), msg))
         forward = all(k == n for k in n_in)
         self.keyed[name] = forward and all(self.keyed[u] for u in ups)
         if isinstance(op, WindowOp | JoinOp) and n > 1 and not self.keyed[name]:
-            problems.append(
+            msg = (
                 f"{name}: a {op.type} with {n} partitions needs its input keyed into as many "
                 f"partitions: put a key_by with partitions: {n} before it, or use partitions: 1"
             )
+            problems.append(Problem(self._at(op, *op.INPUT_FIELDS[:1]), msg))
         return problems
 
 
@@ -421,44 +460,57 @@ def instance_id(name: str, p: int) -> str:
     return f"{name}.{p}"
 
 
-def parse_graph(data: Any, source: str = "<graph>") -> Graph:
-    """A :class:`Graph` from a mapping; GraphError naming each problem."""
+def import_function(ref: str) -> AnyCallable[..., Any]:
+    """The function ``module:function`` names; ValueError saying why it cannot be had."""
+    module_name, _, attr = ref.partition(":")
     try:
-        spec = GraphSpec.model_validate(data)
-    except ValidationError as exc:
-        raise GraphError(source, [_explain(e, data) for e in exc.errors()]) from None
-    return Graph(spec, source)
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(f"cannot import {module_name!r} for {ref}: {exc}") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"{module_name} has no function {attr!r} (from {ref})")
+    return fn  # type: ignore[no-any-return]
 
 
-def load_graph(path: str | Path) -> Graph:
+def parse_graph(data: Any, source: str = "<graph>", document: YamlDocument | None = None) -> Graph:
+    """A :class:`Graph` from a mapping; GraphError naming every problem (with its line when
+    ``document``, the YAML the mapping was read from, is given)."""
+    problems = document.duplicate_keys() if document is not None else []
+    spec = None
+    if not isinstance(data, Mapping):
+        got = "empty" if data is None else f"a {type(data).__name__}"
+        problems.append(
+            Problem((), f"a graph is a mapping of flow, operators, settings; got {got}")
+        )
+    else:
+        try:
+            spec = GraphSpec.model_validate(data)
+        except ValidationError as exc:
+            problems += validation_problems(exc.errors(), GraphSpec)
+    if problems or spec is None:
+        if document is not None:
+            problems = document.locate(problems)
+        raise GraphError(source, problems)
+    return Graph(spec, source, document)
+
+
+def load_graph(path: str | Path, check_functions: bool = False) -> Graph:
+    """The graph in a YAML file; GraphError with every problem at its line.  With
+    ``check_functions``, the functions its operators name are imported too (a typo in
+    ``module:function`` is found now, not mid-run)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise GraphError(str(path), [f"cannot read it: {exc.strerror}"]) from None
+        raise GraphError(
+            str(path), [Problem((), f"cannot read the file: {exc.strerror}", file=str(path))]
+        ) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise GraphError(str(path), [f"not valid YAML: {exc}"]) from None
-    return parse_graph(data, str(path))
-
-
-def _explain(err: Mapping[str, Any], data: Any) -> str:
-    loc = [x for x in err["loc"] if not (isinstance(x, str) and x in OP_TYPES.split(", "))]
-    where = []
-    node = data
-    for part in loc:
-        if isinstance(node, Mapping):
-            node = node.get(part)
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-            node = node[part]
-            label = node.get("name") if isinstance(node, Mapping) else None
-            where.append(f"{part} ({label})" if label else str(part))
-            continue
-        where.append(str(part))
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field; check its spelling (the README's Stream graphs section lists them)"
-    elif err["type"] == "missing":
-        msg = "required field is missing"
-    return f"{'.'.join(where) or 'graph'}: {msg}"
+        document = parse_yaml(text)
+    except NotYaml as exc:
+        raise GraphError(str(path), [exc.problem]) from None
+    graph = parse_graph(document.data, str(path), document)
+    if check_functions:
+        graph.check_functions()
+    return graph

@@ -40,7 +40,7 @@ from compute.stream.graph import (
 )
 from compute.stream.inlet import Inlet
 from compute.stream.names import FlowNames
-from compute.stream.operators import JoinStep, KeyByStep, MapStep, Step, WindowStep, load_fn
+from compute.stream.operators import JoinStep, KeyByStep, MapStep, Step, WindowStep
 from compute.stream.outbox import RETAIN_FACTOR, Outbox
 from compute.stream.sinks import Sink, make_sink
 from compute.stream.sourcelog import SourceLog
@@ -145,11 +145,7 @@ class Instance:
     @staticmethod
     def check(graph: Graph, name: str) -> None:
         """Import the functions operator ``name`` names (GraphError naming the field)."""
-        op = graph.ops[name]
-        for field in ("fn", "reduce"):
-            ref = getattr(op, field, None)
-            if ref:
-                load_fn(ref, f"{graph.source}: {name}.{field}")
+        graph.check_functions([name])
 
     # ---- start and restore --------------------------------------------------------------------
 

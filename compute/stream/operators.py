@@ -8,7 +8,6 @@ first few logged with the record): one bad record does not stop a stream.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import zlib
 from collections import Counter
@@ -22,25 +21,31 @@ from compute.stream.aggregates import make_aggregate
 from compute.stream.batch import END_OF_TIME, Batch, Output, Record
 from compute.stream.columns import Column, Columns, as_list, column, concat, take
 from compute.stream.errors import GraphError
-from compute.stream.graph import FilterOp, FlatMapOp, JoinOp, KeyByOp, MapOp, WindowOp
+from compute.stream.graph import (
+    FilterOp,
+    FlatMapOp,
+    JoinOp,
+    KeyByOp,
+    MapOp,
+    WindowOp,
+    import_function,
+)
 from compute.stream.join import WindowJoin
 from compute.stream.windows import WindowSpec, WindowState
+from icn.problems import Problem
 
 log = logging.getLogger(__name__)
 LOGGED_ERRORS = 5
 
 
 def load_fn(ref: str, where: str) -> Callable[..., Any]:
-    """The callable ``module:function``; GraphError naming ``where`` when it is not one."""
-    module_name, _, attr = ref.partition(":")
+    """The callable ``module:function``; GraphError naming ``where`` (``op.fn``) when it is not
+    one.  (A graph file's functions are checked at their lines before it runs:
+    :meth:`Graph.check_functions`.)"""
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise GraphError(where, [f"cannot import {module_name!r} for {ref}: {exc}"]) from None
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise GraphError(where, [f"{module_name} has no function {attr!r} (from {ref})"])
-    return fn  # type: ignore[no-any-return]
+        return import_function(ref)
+    except ValueError as exc:
+        raise GraphError(where, [Problem((), str(exc), file=where)]) from None
 
 
 def partition_of(key: Any, partitions: int) -> int:

@@ -49,7 +49,7 @@ def test_all_nodes_by_default(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("block", "words"),
     [
-        ("capture: {nodes: [a, x]}", r":3: capture\.nodes\[1\]: no node named 'x'"),
+        ("capture: {nodes: [a, x]}", r":3:22: capture\.nodes\[1\]: no node named 'x'"),
         ("capture: {max_bytes: 10}", r"capture\.max_bytes"),
         ("capture: {nodes: some}", r"capture\.nodes"),
         ("capture: {file: a.pcap}", r"capture\.file"),

@@ -168,7 +168,10 @@ report:
         ("{check: answered, process: nobody}", "report.invariants[0].process: no service or"),
         ("{check: answered, min_checks: 0}", "report.invariants[0].min_checks: Input should be"),
         ("{check: ''}", "report.invariants[0].check: String should have at least 1 character"),
-        ("{chek: answered}", "report.invariants[0].chek: unknown field 'chek'; did you mean"),
+        (
+            "{chek: answered}",
+            "report.invariants[0].chek: unknown field 'chek' (did you mean 'check'? valid fields:",
+        ),
     ],
 )
 def test_bad_invariants_name_the_field(item: str, expect: str) -> None:

@@ -68,33 +68,33 @@ def test_a_valid_file_parses() -> None:
 def test_unknown_field_in_link() -> None:
     text = BASE.replace("{between: [a, b], delay: 5ms}", "{between: [a, b], delai: 5ms}")
     (msg,) = problems(text)
-    assert msg.startswith("s.yaml:6: links[0].delai: unknown field 'delai'")
-    assert "did you mean 'delay'?" in msg
+    assert msg.startswith("s.yaml:6:23: links[0].delai: unknown field 'delai'")
+    assert "(did you mean 'delay'? valid fields: between, cost, delay, jitter," in msg
 
 
 def test_unknown_top_level_field() -> None:
     (msg,) = problems(BASE + "durations: 5s\n")
-    assert msg.startswith("s.yaml:7: durations: unknown field")
+    assert msg.startswith("s.yaml:7:1: durations: unknown field")
     assert "did you mean 'duration'?" in msg
 
 
 def test_link_to_a_missing_node() -> None:
     (msg,) = problems(BASE + "  - {between: [b, z]}\n")
-    assert msg == "s.yaml:7: links[1].between[1]: no node named 'z'; the nodes are a, b"
+    assert msg == "s.yaml:7:19: links[1].between[1]: no node named 'z'; the nodes are a, b"
 
 
 def test_missing_node_in_workload_and_missing_field() -> None:
     text = BASE + "workloads:\n  - {name: w, node: q, entry: 'apps.workloads:consumer'}\n"
     text += "  - {name: v, entry: 'apps.workloads:consumer'}\n"
     msgs = problems(text)
-    assert msgs == ["s.yaml:9: workloads[1].node: missing required field 'node'"]
+    assert msgs == ["s.yaml:9:5: workloads[1].node: missing required field 'node'"]
     (msg,) = problems(text.replace("  - {name: v, entry: 'apps.workloads:consumer'}\n", ""))
-    assert msg == "s.yaml:8: workloads[0].node: no node named 'q'; the nodes are a, b"
+    assert msg == "s.yaml:8:15: workloads[0].node: no node named 'q'; the nodes are a, b"
 
 
 def test_missing_nodes_section() -> None:
     (msg,) = problems("name: t\n")
-    assert msg == "s.yaml:1: nodes: missing required field 'nodes'"
+    assert msg == "s.yaml:1:1: nodes: missing required field 'nodes'"
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_missing_nodes_section() -> None:
 def test_bad_units_name_the_field_and_line(field: str, value: str, expect: str) -> None:
     text = BASE.replace("delay: 5ms}", f"{field}: {value!r}}}")
     (msg,) = problems(text)
-    assert msg.startswith(f"s.yaml:6: links[0].{field}: ")
+    assert msg.startswith(f"s.yaml:6:23: links[0].{field}: ")
     assert expect in msg
 
 
@@ -118,18 +118,19 @@ def test_faults_need_one_action_and_real_targets() -> None:
     text = BASE + "faults:\n  - {at: 2s, kill: a, cut: [a, b]}\n"
     (msg,) = problems(text)
     assert "exactly one of kill, restart, cut, restore, shape, signal (got kill, cut)" in msg
-    assert msg.startswith("s.yaml:8: faults[0]")
+    assert msg.startswith("s.yaml:8:5: faults[0]")
     text = BASE.replace("  b: {}\n", "  b: {}\n  c: {}\n") + "faults:\n  - {at: 2s, cut: a-c}\n"
     (msg,) = problems(text)
-    assert msg == "s.yaml:9: faults[0].cut: no link between a and c; add it under links"
+    assert msg == "s.yaml:9:14: faults[0].cut: no link between a and c; add it under links"
     (msg,) = problems(BASE + "faults:\n  - {at: 20s, kill: a}\n")
-    assert msg == "s.yaml:8: faults[0].at: at or after the end of the run (10s)"
+    assert msg == "s.yaml:8:6: faults[0].at: at or after the end of the run (10s)"
 
 
 def test_a_signal_fault_names_a_process() -> None:
     (msg,) = problems(BASE + "faults:\n  - {at: 2s, signal: a}\n")
     assert msg == (
-        "s.yaml:8: faults[0].signal: a is a node; signal names a service or a workload (a process)"
+        "s.yaml:8:14: faults[0].signal: a is a node; signal names a service or a workload "
+        "(a process)"
     )
     (msg,) = problems(BASE + "faults:\n  - {at: 2s, signal: nobody}\n")
     assert "no node, service or workload named 'nobody'" in msg
@@ -146,16 +147,18 @@ def test_explicit_routes_need_neighbors() -> None:
     text = BASE.replace("  b: {}\n", "  b: {}\n  c: {}\n")
     text += "routes:\n  - {node: a, prefix: /x, via: c}\n  - {node: a, prefix: nope, via: b}\n"
     msgs = problems(text)
-    assert any(m.startswith("s.yaml:10: routes[1].prefix:") and "/app/data" in m for m in msgs)
+    assert any(m.startswith("s.yaml:10:15: routes[1].prefix:") and "/app/data" in m for m in msgs)
     # once the prefix is fixed the missing neighbor is reported
     (msg,) = problems(text.replace("prefix: nope", "prefix: /y"))
-    assert msg == "s.yaml:9: routes[0].via: c is not a neighbor of a"
+    assert msg == "s.yaml:9:27: routes[0].via: c is not a neighbor of a"
 
 
 def test_duplicate_yaml_keys_and_duplicate_links() -> None:
     text = "name: t\nnodes:\n  a: {}\n  a: {}\n  b: {}\n"
     (msg,) = problems(text)
-    assert msg == "s.yaml:4: nodes.a: appears twice in the same mapping"
+    assert msg == (
+        "s.yaml:4:3: nodes.a: appears twice in the same mapping (first at line 3); keep one"
+    )
     (msg,) = problems(BASE + "  - {between: [b, a]}\n")
     assert "already linked by links.0" in msg
 
@@ -163,7 +166,7 @@ def test_duplicate_yaml_keys_and_duplicate_links() -> None:
 def test_forwarder_settings_checked_and_launcher_fields_refused() -> None:
     text = BASE.replace("  a: {}\n", "  a: {forwarder: {listen: {udp: []}}}\n")
     (msg,) = problems(text)
-    assert "listen: set by the launcher" in msg and msg.startswith("s.yaml:3:")
+    assert "listen: set by the launcher" in msg and msg.startswith("s.yaml:3:7:")
     text = BASE.replace("  a: {}\n", "  a: {forwarder: {tables: {cs_max_entrys: 5}}}\n")
     (msg,) = problems(text)
     assert "cs_max_entrys" in msg
@@ -174,8 +177,9 @@ def test_entries_are_imported() -> None:
     text += "  - {name: q, node: a, entry: 'apps.workloads:nothing'}\n  - {name: r, node: a}\n"
     msgs = problems(text.replace("  - {name: r, node: a}\n", ""), check_entries=True)
     assert msgs == [
-        "s.yaml:8: services[0].entry: cannot import apps.nothere: No module named 'apps.nothere'",
-        "s.yaml:9: services[1].entry: apps.workloads has no function 'nothing'",
+        "s.yaml:8:24: services[0].entry: cannot import apps.nothere: No module named "
+        "'apps.nothere'",
+        "s.yaml:9:24: services[1].entry: apps.workloads has no function 'nothing'",
     ]
     (msg,) = problems(BASE + "services:\n  - {name: p, node: a, entry: 'not an entry'}\n")
     assert "is not module:function" in msg
@@ -185,7 +189,8 @@ def test_expectations_refer_to_workloads() -> None:
     text = BASE + "report:\n  expect:\n    - {workload: w, min_success_ratio: 99%}\n"
     (msg,) = problems(text)
     assert (
-        msg == "s.yaml:9: report.expect[0].workload: no workload named 'w'; the workloads are none"
+        msg
+        == "s.yaml:9:8: report.expect[0].workload: no workload named 'w'; the workloads are none"
     )
     (msg,) = problems(BASE + "report:\n  expect:\n    - {workload: w}\n")
     assert "needs at least one of" in msg
@@ -193,7 +198,7 @@ def test_expectations_refer_to_workloads() -> None:
 
 def test_not_yaml_and_not_a_mapping() -> None:
     (msg,) = problems("name: [unclosed\n")
-    assert msg.startswith("s.yaml:2: (top level): not valid YAML")
+    assert msg.startswith("s.yaml:2:1: (top level): not valid YAML")
     (msg,) = problems("- a\n- b\n")
     assert "the top level must be a mapping" in msg
 
@@ -215,7 +220,7 @@ def test_names_must_be_identifiers() -> None:
         "name: t\nnodes:\n  a: {}\n  9b: {}\nworkloads:\n  - {name: 'x y', node: a, entry: 'a:b'}\n"
     )
     assert problems(text) == [
-        "s.yaml:4: nodes.9b: '9b': use a letter then letters, digits, - or _ (32 at most)",
-        "s.yaml:6: workloads[0].name: 'x y': use a letter then letters, digits, - or _ "
+        "s.yaml:4:3: nodes.9b: '9b': use a letter then letters, digits, - or _ (32 at most)",
+        "s.yaml:6:6: workloads[0].name: 'x y': use a letter then letters, digits, - or _ "
         "(32 at most)",
     ]

@@ -79,7 +79,7 @@ def test_no_block_no_metrics(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("block", "words"),
     [
-        ("metrics: {port: 0}", r":3: metrics\.port"),
+        ("metrics: {port: 0}", r":3:11: metrics\.port"),
         ("metrics: {prot: 9400}", r"metrics\.prot"),
         ("backend: ray\nmetrics: {}", r"metrics.*local and netns backends"),
     ],

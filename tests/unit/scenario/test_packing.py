@@ -44,7 +44,7 @@ def test_netns_refuses_packing_naming_the_field_and_line() -> None:
     with pytest.raises(ConfigError) as err:
         parse_scenario(text, "s.yaml", check_entries=False)
     msg = str(err.value)
-    assert "s.yaml:3: nodes_per_process: the netns backend runs one node per process" in msg
+    assert "s.yaml:3:1: nodes_per_process: the netns backend runs one node per process" in msg
     assert "set nodes_per_process: 1, or use backend: local" in msg
     ok = parse_scenario(text.replace("4", "1"), "s.yaml", check_entries=False)
     assert ok.nodes_per_process == 1

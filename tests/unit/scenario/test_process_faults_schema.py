@@ -37,7 +37,7 @@ def test_colocate_defaults_to_false() -> None:
     sc = parse(BASE)
     assert [s.colocate for s in sc.services] == [False, True]
     (msg,) = problems(BASE.replace("colocate: true", "colocate: maybe"))
-    assert msg.startswith("s.yaml:9: services[1].colocate:")
+    assert msg.startswith("s.yaml:9:61: services[1].colocate:")
 
 
 def test_kill_and_restart_name_a_node_a_service_or_a_workload() -> None:
@@ -59,7 +59,7 @@ def test_kill_and_restart_name_a_node_a_service_or_a_workload() -> None:
 def test_an_unknown_target_lists_every_kind_of_name() -> None:
     (msg,) = problems(BASE + "faults:\n  - {at: 1s, kill: agg-c}\n")
     assert msg == (
-        "s.yaml:13: faults[0].kill: no node, service or workload named 'agg-c'; the nodes are "
+        "s.yaml:13:14: faults[0].kill: no node, service or workload named 'agg-c'; the nodes are "
         "a, b, the services are agg-b, co-b, the workloads are w"
     )
 
@@ -67,7 +67,7 @@ def test_an_unknown_target_lists_every_kind_of_name() -> None:
 def test_a_colocated_service_cannot_be_killed_alone() -> None:
     (kill,) = problems(BASE + "faults:\n  - {at: 1s, kill: co-b}\n")
     assert kill == (
-        "s.yaml:13: faults[0].kill: co-b is co-located with node b: kill the node, or set "
+        "s.yaml:13:14: faults[0].kill: co-b is co-located with node b: kill the node, or set "
         "colocate: false"
     )
     (restart,) = problems(BASE + "faults:\n  - {at: 1s, restart: co-b}\n")
@@ -77,11 +77,11 @@ def test_a_colocated_service_cannot_be_killed_alone() -> None:
 def test_a_process_may_not_share_a_node_name() -> None:
     (msg,) = problems(BASE.replace("name: agg-b,", "name: b,"))
     assert msg == (
-        "s.yaml:8: services[0].name: 'b' is also a node's name, so a fault's kill: b would "
+        "s.yaml:8:6: services[0].name: 'b' is also a node's name, so a fault's kill: b would "
         "be ambiguous; rename the service"
     )
     (msg,) = problems(BASE.replace("name: w,", "name: a,"))
-    assert "rename the workload" in msg and msg.startswith("s.yaml:11: workloads[0].name:")
+    assert "rename the workload" in msg and msg.startswith("s.yaml:11:6: workloads[0].name:")
 
 
 def test_metric_expectations() -> None:
@@ -109,7 +109,7 @@ def test_metric_expectations() -> None:
 )
 def test_bad_expectations_name_the_field(item: str, expect: str) -> None:
     (msg,) = problems(BASE + f"report:\n  expect:\n    - {item}\n")
-    assert msg.startswith("s.yaml:14: report.expect[0]") and expect in msg, msg
+    assert msg.startswith("s.yaml:14:") and ": report.expect[0]" in msg and expect in msg, msg
 
 
 def test_fault_describe_without_kind_is_unchanged() -> None:

@@ -155,21 +155,21 @@ def test_yaml_nodes_add_settings(tmp_path: Path) -> None:
 def test_yaml_node_absent_from_the_file_and_links_beside_it(tmp_path: Path) -> None:
     extra = "nodes:\n  a: {}\n  bb: {}\nlinks:\n  - {between: [a, c]}\n"
     msgs = problems(tmp_path, "g.graphml", GRAPHML, extra)
-    assert msgs == [
-        "s.yaml:6: links: the links come from g.graphml; add these there, or list every node "
-        "and link here and remove topology",
-        "s.yaml:5: nodes.bb: no node 'bb' in g.graphml; did you mean 'b'? (its nodes: a, b, "
+    assert msgs == [  # in the order of the file
+        "s.yaml:5:3: nodes.bb: no node 'bb' in g.graphml; did you mean 'b'? (its nodes: a, b, "
         "c); add it to the file or remove it here",
+        "s.yaml:6:1: links: the links come from g.graphml; add these there, or list every node "
+        "and link here and remove topology",
     ]
     # a setting of a file's node is checked and pointed at in the scenario
     (msg,) = problems(tmp_path, "g.graphml", GRAPHML, "nodes:\n  a: {cs_capacty: 3}\n")
-    assert msg.startswith("s.yaml:4: nodes.a.cs_capacty: unknown field")
+    assert msg.startswith("s.yaml:4:7: nodes.a.cs_capacty: unknown field")
 
 
 def test_references_to_file_nodes_are_checked(tmp_path: Path) -> None:
     extra = "faults:\n  - {at: 1s, cut: [a, c]}\n"
     (msg,) = problems(tmp_path, "g.graphml", GRAPHML, extra)
-    assert msg == "s.yaml:4: faults[0].cut: no link between a and c; add it under links"
+    assert msg == "s.yaml:4:14: faults[0].cut: no link between a and c; add it under links"
 
 
 def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
@@ -179,12 +179,12 @@ def test_missing_file_and_unknown_format(tmp_path: Path) -> None:
         load_scenario(path, check_entries=False)
     (p,) = info.value.problems
     assert p.format("s.yaml") == (
-        f"s.yaml:2: topology: {tmp_path}/nothere.graphml: cannot read the file: "
+        f"s.yaml:2:1: topology: {tmp_path}/nothere.graphml: cannot read the file: "
         "No such file or directory"
     )
     (msg,) = problems(tmp_path, "g.json", "{}")
     assert msg == (
-        "s.yaml:2: topology: g.json: .json: not a graph format read here; name the file "
+        "s.yaml:2:1: topology: g.json: .json: not a graph format read here; name the file "
         ".graphml (GraphML), .gml (GML) or .edgelist (an edge list)"
     )
 

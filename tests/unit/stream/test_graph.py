@@ -55,10 +55,19 @@ def test_wiring_forward_merge_and_key_by() -> None:
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        ({"name": "m", "type": "mapx", "input": "gen"}, "type 'mapx' is not one of"),
-        ({"name": "m", "type": "map", "input": "gen", "fn": "nofn"}, "m).fn: 'nofn' is not"),
-        ({"name": "m", "type": "map", "input": "gen", "fn": "a:b", "fnn": 1}, "m).fnn: unknown"),
-        ({"name": "m", "type": "map", "input": "nope", "fn": "a:b"}, "input 'nope' is not an"),
+        (
+            {"name": "m", "type": "mapx", "input": "gen"},
+            "operators[1].type: unknown type 'mapx' (did you mean 'map'? valid types:",
+        ),
+        ({"name": "m", "type": "map", "input": "gen", "fn": "nofn"}, "[1].fn: 'nofn' is not"),
+        (
+            {"name": "m", "type": "map", "input": "gen", "fn": "a:b", "fnn": 1},
+            "operators[1].fnn: unknown field 'fnn' (did you mean 'fn'? valid fields: fn, input,",
+        ),
+        (
+            {"name": "m", "type": "map", "input": "nope", "fn": "a:b"},
+            "operators[1].input: 'nope' is not an operator (valid operators: gen, m, tail)",
+        ),
         (
             {"name": "m", "type": "map", "input": "gen", "fn": "a:b", "partitions": 4},
             "partitions: 4 but its input 'gen' has 2",
