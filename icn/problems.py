@@ -231,11 +231,12 @@ def explain(
     *,
     has_value: bool = True,
     fields: Sequence[str] = (),
+    choices: Sequence[str] = (),
 ) -> str:
     """The message of one checker error, in pydantic's terms: ``kind`` ``extra_forbidden`` (an
     unknown field, ``loc[-1]``; ``fields`` are those valid there), ``missing``, ``value_error``
     (a check's own message, which says what to write) or another (a wrong type or bound, told
-    with the value written)."""
+    with the value written, and the closest of ``choices``, a Literal's values, to a word)."""
     if kind == "extra_forbidden":
         return f"unknown field {str(loc[-1])!r}" + did_you_mean(str(loc[-1]), fields)
     if kind == "missing":
@@ -243,7 +244,13 @@ def explain(
     for prefix in ("Value error, ", "Assertion failed, "):
         message = message.removeprefix(prefix)
     if kind not in ("value_error", "assertion_error") and has_value:
-        message += f" (got {value!r})"
+        guess = ""
+        if isinstance(value, str) and choices:
+            import difflib
+
+            close = difflib.get_close_matches(value, list(choices), n=1)
+            guess = f"; did you mean {close[0]!r}?" if close else ""
+        message += f" (got {value!r}{guess})"
     return message
 
 
@@ -278,6 +285,7 @@ def validation_problems(errors: Iterable[Mapping[str, Any]], model: Any) -> list
                 err.get("input"),
                 has_value="input" in err,
                 fields=walk.fields(),
+                choices=walk.choices(),
             )
         if (loc, message) in seen:
             continue
@@ -301,6 +309,16 @@ class _Walked:
             if fields is not None:
                 return sorted(fields)
         return []
+
+    def choices(self) -> list[str]:
+        """The values a Literal at the path allows (words only: what a typo is made of)."""
+        return [
+            a
+            for tp in self.at
+            if typing.get_origin(tp) is Literal
+            for a in typing.get_args(tp)
+            if isinstance(a, str)
+        ]
 
     def tags(self, disc: str) -> list[str]:
         """The values of the discriminator field ``disc`` among the candidates at the path."""

@@ -130,6 +130,45 @@ def test_every_loader_reports_the_same_mistakes_the_same_way(
     assert "README" not in str(err)
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "load", "expected"),
+    [
+        (
+            "fwd.yaml",
+            "log_level: warn\n",
+            _forwarder,
+            "fwd.yaml:1:1: log_level: Input should be 'debug', 'info', 'warning' or 'error' "
+            "(got 'warn'; did you mean 'warning'?)",
+        ),
+        (
+            "g.yaml",
+            "flow: /f\noperators:\n  - {name: g, type: generator}\n"
+            "  - {name: w, type: window, input: g, tumbling: 1s, aggregate: summ}\n"
+            "  - {name: s, type: stdout, input: w}\n",
+            _graph,
+            "g.yaml:4:53: operators[1].aggregate: Input should be 'count', 'sum', 'mean', 'min', "
+            "'max' or 'reduce' (got 'summ'; did you mean 'sum'?)",
+        ),
+        (
+            "s.yaml",
+            "name: t\nnodes: {a: {}, b: {}}\nlinks:\n  - {between: [a, b], transport: tpc}\n",
+            _scenario,
+            "s.yaml:4:23: links[0].transport: Input should be 'udp' or 'tcp' (got 'tpc'; did you "
+            "mean 'tcp'?)",
+        ),
+    ],
+    ids=["fwd", "graph", "scenario"],
+)
+def test_a_misspelt_choice_gets_the_closest_one(
+    tmp_path: Path, name: str, text: str, load: Callable[[Path], object], expected: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ProblemsError) as info:
+        load(path)
+    assert [p.format(name) for p in info.value.problems] == [expected]
+
+
 @pytest.mark.parametrize("load", [_forwarder, _graph, _scenario], ids=["fwd", "graph", "scenario"])
 def test_not_yaml_is_told_alike_with_its_line_and_column(
     tmp_path: Path, load: Callable[[Path], object]
