@@ -5,7 +5,7 @@
   arrays and checks every result, bit for bit, against the reduction numpy computes in the
   plan's order (each worker can rebuild every other worker's array from the seeds).
 - ``apps.collective_entries:trainer``: a workload that trains the digits MLP data-parallel and
-  checks the final weights against single-process training (:mod:`apps.digits_mlp`).
+  checks the final weights against single-process training (:mod:`apps.demos.digits_mlp`).
 
 All share the job's arguments (a YAML anchor keeps them in one place)::
 
@@ -247,7 +247,7 @@ async def _round(
 
 def training_config(args: Mapping[str, Any]) -> Any:
     """``args.seed``, ``args.steps``, ``args.batch``, ``args.hidden``, ``args.learning_rate``."""
-    from apps import digits_mlp
+    from apps.demos import digits_mlp
 
     fields = {"seed": "seed", "steps": "steps", "batch": "batch_size", "hidden": "hidden"}
     values: dict[str, Any] = {}
@@ -266,7 +266,7 @@ async def trainer(ctx: WorkloadContext) -> None:
     """Train the digits MLP data-parallel (one allreduce of the gradient per step) and record
     one operation: ok if the final weights equal single-process training's within
     ``digits_mlp.WEIGHT_TOLERANCE``."""
-    from apps import digits_mlp
+    from apps.demos import digits_mlp
 
     plan = job_plan(ctx)
     config = training_config(ctx.args)

@@ -1,5 +1,5 @@
 """Scenario entry ``apps.ddp_entries:ddp_worker``: one rank of a DistributedDataParallel job
-(:mod:`apps.ddp_example`) over torch.distributed's backend ``icn``, aggregated in the network.
+(:mod:`apps.demos.ddp_example`) over torch.distributed's backend ``icn``, aggregated in the network.
 
 The workload runs the example script as a child process (torch stays out of the launcher's
 processes; a stop of the workload stops it by PID) with the backend's configuration in its
@@ -114,7 +114,7 @@ async def ddp_worker(ctx: WorkloadContext) -> None:
         env["ICN_TORCH_CHUNK"] = str(parse_size(ctx.args["chunk"], "chunk"))
     if "window" in ctx.args:
         env["ICN_TORCH_WINDOW"] = str(_arg(ctx.args, "window", 16, int))
-    argv = [sys.executable, "-m", "apps.ddp_example", *_options(ctx.args)]
+    argv = [sys.executable, "-m", "apps.demos.ddp_example", *_options(ctx.args)]
     # torch's file:// rendezvous reads the rank and world size from the URL, not the environment
     argv += ["--init-method", f"file://{store}?rank={rank}&world_size={world}", "--out", out_arg]
     sent = time.time()

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from apps import replica_functions
+from apps.demos import replica_functions
 from apps.scenario.entry import ServiceContext, WorkloadContext
 from apps.workloads import _arg, run_paced
 from compute.rmi import Client, RmiError, RmiServer, ServerConfig, collect
@@ -24,11 +24,11 @@ async def server(ctx: ServiceContext) -> None:
     (``<prefix>/_r/<replica>``) must be announced too.  It reports the metrics ``calls`` (calls
     it ran: full exchanges and calls in sessions), ``overloaded`` (calls it Nacked, every job
     slot taken) and ``cancelled_clone`` (clones it stopped: another replica answered first)
-    every ``args.metrics_every`` (default 0.5s).  The functions of :mod:`apps.replica_functions`
-    misbehave as told: ``args.slow_factor`` (times slower once a ``signal`` fault names this
-    service), ``args.stall_every`` and ``args.stall_for`` (every so many calls stall that
-    long)."""
-    module = str(ctx.args.get("module", "apps.demo_functions"))
+    every ``args.metrics_every`` (default 0.5s).  The functions of
+    :mod:`apps.demos.replica_functions` misbehave as told: ``args.slow_factor`` (times slower
+    once a ``signal`` fault names this service), ``args.stall_every`` and ``args.stall_for``
+    (every so many calls stall that long)."""
+    module = str(ctx.args.get("module", "apps.demos.demo_functions"))
     functions = collect(module)
     prefix = str(ctx.args.get("prefix", "/svc"))
     replica = ctx.args.get("replica")
@@ -80,7 +80,7 @@ async def server(ctx: ServiceContext) -> None:
 
 
 def misbehave(ctx: ServiceContext) -> None:
-    """Configure :mod:`apps.replica_functions` for this replica from ``ctx.args``."""
+    """Configure :mod:`apps.demos.replica_functions` for this replica from ``ctx.args``."""
     bad = replica_functions.MISBEHAVIOUR
     bad.slow_factor = _arg(ctx.args, "slow_factor", 1.0, float)
     bad.stall_every = _arg(ctx.args, "stall_every", 0, int)

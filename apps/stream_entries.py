@@ -240,7 +240,7 @@ def window_reference(
     if gen.count is None or gen.fn is None:
         raise SystemExit(
             f"args.graph: generator {gen.name} needs count: N and fn: (records that carry their "
-            "number, e.g. apps.stream_demo:numbered) to be checked"
+            "number, e.g. apps.demos.stream_demo:numbered) to be checked"
         )
     fn = load_fn(gen.fn, f"{gen.name}.fn")
     out: dict[tuple[Any, int], list[int]] = {}
@@ -294,8 +294,8 @@ async def window_check(ctx: WorkloadContext) -> None:
     as every window was written.
 
     ``args.graph`` is the graph (as for ``flow``), with a generator whose ``fn`` gives records
-    carrying their number (``apps.stream_demo:numbered``), a key_by on a field, a tumbling
-    window reducing the numbers (``aggregate: reduce``, ``reduce: apps.stream_demo:concat``,
+    carrying their number (``apps.demos.stream_demo:numbered``), a key_by on a field, a tumbling
+    window reducing the numbers (``aggregate: reduce``, ``reduce: apps.demos.stream_demo:concat``,
     ``field: ids``) and a file sink; ``args.generator``, ``args.key_by``, ``args.window`` and
     ``args.sink`` name them when the graph has several.  Metrics: ``windows_expected``,
     ``windows_written``."""

@@ -1,9 +1,10 @@
 """Time per DistributedDataParallel training step: torch.distributed's backend icn against gloo,
-the same script and data (apps/ddp_example.py), same run.
+the same script and data (apps/demos/ddp_example.py), same run.
 
 For each rank count N, each of --repeat rounds runs the example once per backend, the order
 alternating from round to round (icn first, then gloo first...) so neither always runs on a
-machine the other just warmed or loaded.  A run is ``apps/ddp_example.py --nproc N --steps S``:
+machine the other just warmed or loaded.  A run is
+``apps/demos/ddp_example.py --nproc N --steps S``:
 N rank processes on 127.0.0.1, gloo over TCP, icn with the forwarder and aggregator its rank 0
 starts (ICN_TORCH_PLAN unset).  A step is timed at each rank from the forward pass to the
 optimizer's step (DDP's gradient allreduce included) and counts its slowest rank; the first
@@ -56,7 +57,7 @@ from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "apps" / "ddp_example.py"
+EXAMPLE = ROOT / "apps" / "demos" / "ddp_example.py"
 BACKENDS = ("icn", "gloo")
 LOSS_RTOL = 1e-3
 HIDDEN, LR = 32, 0.5  # the example's defaults
@@ -276,7 +277,7 @@ def compute_only(n: int, args: argparse.Namespace) -> float:
     import torch
     import torch.nn.functional as F
 
-    from apps import ddp_example, digits_mlp
+    from apps.demos import ddp_example, digits_mlp
 
     torch.set_num_threads(1)
     config = digits_mlp.Config(seed=args.seed, batch_size=args.batch)

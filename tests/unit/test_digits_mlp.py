@@ -1,5 +1,5 @@
-"""apps/digits_mlp: determinism, the batch schedule, data-parallel equivalence over an in-memory
-allreduce, the gradient, and accuracy (no sockets)."""
+"""apps/demos/digits_mlp: determinism, the batch schedule, data-parallel equivalence over an
+in-memory allreduce, the gradient, and accuracy (no sockets)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from apps import digits_mlp
-from apps.digits_mlp import (
+from apps.demos import digits_mlp
+from apps.demos.digits_mlp import (
     WEIGHT_TOLERANCE,
     Allreduce,
     Config,

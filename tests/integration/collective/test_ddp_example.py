@@ -1,4 +1,4 @@
-"""apps/ddp_example.py, an unmodified DistributedDataParallel script, trains the same over
+"""apps/demos/ddp_example.py, an unmodified DistributedDataParallel script, trains the same over
 torch.distributed's backend icn as over gloo; bench/ddp.py runs and ends with its ratio line.
 
 Each run starts its ranks with the example's launcher (``--nproc``), on loopback: icn with the
@@ -124,7 +124,7 @@ def _gone(pid: int) -> bool:
 
 
 def test_a_rank_killed_mid_run_makes_the_launcher_stop_the_others(tmp_path: Path) -> None:
-    argv = [sys.executable, str(ROOT / "apps" / "ddp_example.py"), "--nproc", str(RANKS)]
+    argv = [sys.executable, str(ROOT / "apps" / "demos" / "ddp_example.py"), "--nproc", str(RANKS)]
     argv += ["--backend", "icn", "--epochs", "1000", "--timeout", "90"]
     proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

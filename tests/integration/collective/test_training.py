@@ -6,7 +6,7 @@ import asyncio
 
 import numpy as np
 
-from apps import digits_mlp
+from apps.demos import digits_mlp
 from tests.integration.collective.conftest import Job
 
 

@@ -26,7 +26,7 @@ services:
   - {name: producer, node: b, entry: "apps.workloads:producer", announce: [/lab/data],
      args: {prefix: /lab/data, size: 100}}
   - {name: functions, node: b, entry: "apps.rmi_entries:server", announce: [/lab/fn],
-     args: {module: apps.demo_functions, prefix: /lab/fn}}
+     args: {module: apps.demos.demo_functions, prefix: /lab/fn}}
   - {name: insider, node: b, entry: "tests.integration.scenario.entries:forger",
      args: {prefix: /lab/data/stolen, mode: own}}
   - {name: stranger, node: b, entry: "tests.integration.scenario.entries:forger",

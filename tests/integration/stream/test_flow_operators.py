@@ -103,7 +103,7 @@ async def test_a_reader_that_stops_pushes_back_to_the_source() -> None:
         "settings": {"buffer": 4, "lead": "1h"},
         "operators": [
             {"name": "gen", "type": "generator", "batch": 10},  # endless
-            {"name": "m", "type": "map", "input": "gen", "fn": "apps.stream_demo:scale"},
+            {"name": "m", "type": "map", "input": "gen", "fn": "apps.demos.stream_demo:scale"},
             {"name": "out", "type": "stdout", "input": "m"},
         ],
     }

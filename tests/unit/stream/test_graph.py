@@ -172,7 +172,7 @@ def test_watermark_step_is_the_gcd_of_the_window_boundaries_downstream() -> None
             "flow": "/w",
             "operators": [
                 {"name": "gen", "type": "generator", "count": 10},
-                {"name": "m", "type": "map", "input": "gen", "fn": "apps.stream_demo:scale"},
+                {"name": "m", "type": "map", "input": "gen", "fn": "apps.demos.stream_demo:scale"},
                 {
                     "name": "w1",
                     "type": "window",

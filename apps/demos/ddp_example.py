@@ -3,7 +3,7 @@ torch.distributed backend: ``icn`` (allreduce in the network, :mod:`apps.torch_b
 ``gloo``.  The script is a plain DDP script; only the backend's name changes.
 
 The model is 64 -> hidden (tanh) -> 10 on scikit-learn's bundled digits (no download), the data
-and batch schedule of :mod:`apps.digits_mlp`: every step takes a global batch that is a pure
+and batch schedule of :mod:`apps.demos.digits_mlp`: every step takes a global batch that is a pure
 function of (seed, epoch, step), and rank r of N trains on the r-th of its N equal slices.  DDP
 averages the gradients over the ranks, so each step applies the gradient of the whole global
 batch whatever N, and a run over icn and one over gloo apply the same updates up to the order
@@ -12,8 +12,8 @@ in which float32 sums are taken.
 Run it as one rank of a job (torchrun's environment: RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT), or let it start the ranks itself:
 
-    torchrun --nproc-per-node 4 apps/ddp_example.py --backend icn --epochs 3
-    python apps/ddp_example.py --nproc 4 --backend icn --epochs 3 [--out summary.json]
+    torchrun --nproc-per-node 4 apps/demos/ddp_example.py --backend icn --epochs 3
+    python apps/demos/ddp_example.py --nproc 4 --backend icn --epochs 3 [--out summary.json]
 
 Rank 0 prints the loss of each epoch (the mean over the global batches, one allreduce per
 epoch) and the final accuracy on the held-out digits.  ``--out FILE`` writes a JSON summary:
@@ -40,8 +40,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: the apps package sits beside it
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: the apps package is two folders up
     sys.path.insert(0, str(ROOT))
 
 HOST = "127.0.0.1"
@@ -64,7 +64,7 @@ def make_model(hidden: int) -> Any:
     """64 -> ``hidden`` (tanh) -> 10, torch's default initialisation (seed it first)."""
     from torch import nn
 
-    from apps import digits_mlp
+    from apps.demos import digits_mlp
 
     return nn.Sequential(
         nn.Linear(digits_mlp.N_FEATURES, hidden),
@@ -81,7 +81,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
 
-    from apps import digits_mlp
+    from apps.demos import digits_mlp
 
     torch.set_num_threads(1)  # ranks share the machine's cores: one thread each
     dist.init_process_group(backend=args.backend, init_method=args.init_method)

@@ -1,4 +1,4 @@
-"""Functions the shipped scenarios serve (``icn serve apps.demo_functions``): small models of
+"""Functions the shipped scenarios serve (``icn serve apps.demos.demo_functions``): small models of
 what users put behind a name."""
 
 from __future__ import annotations

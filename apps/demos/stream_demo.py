@@ -1,4 +1,4 @@
-"""Functions the example graphs name (``apps.stream_demo:to_celsius``...): sensor readings in
+"""Functions the example graphs name (``apps.demos.stream_demo:to_celsius``...): sensor readings in
 Fahrenheit become Celsius, window means above a threshold become alerts."""
 
 from __future__ import annotations
