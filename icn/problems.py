@@ -90,6 +90,17 @@ class ProblemsError(ConfigError):
         super().__init__("\n".join([head, *("  " + p.format(source) for p in self.problems)]))
 
 
+class NestedProblems(ValueError):
+    """The problems a checker found in a value that a pydantic validator hands it (a scenario
+    node's ``forwarder:`` settings, checked by the forwarder's own config checker): pydantic
+    reports it at the validator's field, and :func:`validation_problems` puts each problem back
+    under that field (``nodes.a.forwarder.tables.cs_max_entrys``), at its own line."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(p.text for p in self.problems))
+
+
 # ---- YAML with positions ----------------------------------------------------------------------
 
 
@@ -266,6 +277,14 @@ def validation_problems(errors: Iterable[Mapping[str, Any]], model: Any) -> list
         kind = str(err["type"])
         walk = _walk(model, tuple(err["loc"]), keep_last=kind in ("extra_forbidden", "missing"))
         loc, message = walk.loc, ""
+        nested = (err.get("ctx") or {}).get("error")
+        if isinstance(nested, NestedProblems):
+            for p in nested.problems:
+                key = ((*loc, *p.loc), p.message)
+                if key not in seen:
+                    seen.add(key)
+                    problems.append(Problem(*key))
+            continue
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             disc = str((err.get("ctx") or {}).get("discriminator", "type")).strip("'\"")
             loc = (*loc, disc)

@@ -79,6 +79,7 @@ class NodeSpec(_Strict):
     @classmethod
     def _check_forwarder(cls, v: dict[str, Any]) -> dict[str, Any]:
         from forwarder.config import ForwarderConfigError, config_from_dict
+        from icn.problems import NestedProblems
 
         owned = [k for k in LAUNCHER_OWNED if k in v]
         if owned:
@@ -88,7 +89,7 @@ class NodeSpec(_Strict):
         try:
             config_from_dict(v, "forwarder")
         except ForwarderConfigError as exc:
-            raise ValueError("; ".join(p.text for p in exc.problems)) from None
+            raise NestedProblems(exc.problems) from None  # each at its own line
         return v
 
 

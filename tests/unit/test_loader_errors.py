@@ -292,3 +292,24 @@ def test_icn_fwd_with_a_bad_config_exits_2_with_the_lines(tmp_path: Path) -> Non
     assert "Traceback" not in ran.stderr
     assert ran.stderr.startswith(f"error: {path}: 4 problems\n"), ran.stderr
     assert f"{path}:3:3: tables.pit_max_entrys: unknown field 'pit_max_entrys'" in ran.stderr
+
+
+def test_a_scenario_nodes_forwarder_settings_are_told_by_the_forwarders_checker_at_their_lines(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: t\nnodes:\n  a:\n    forwarder:\n      tables: {pit_max_entrys: 5}\n"
+        "      log_level: loud\n  b: {}\nlinks:\n  - {between: [a, b]}\n"
+    )
+    with pytest.raises(ProblemsError) as info:
+        load_scenario(path, check_entries=False)
+    assert [p.format("s.yaml") for p in info.value.problems] == [
+        "s.yaml:5:16: nodes.a.forwarder.tables.pit_max_entrys: unknown field 'pit_max_entrys' "
+        "(did you mean 'pit_max_entries'? valid fields: cs_max_bytes, cs_max_entries, "
+        "dnl_lifetime_ms, dnl_max_entries, face_share, fib_max_entries, "
+        "interest_lifetime_max_ms, local_reserve, pit_max_entries, reflexive_max_entries, "
+        "rib_max_routes, strategy_choice_max_entries)",
+        "s.yaml:6:7: nodes.a.forwarder.log_level: Input should be 'debug', 'info', 'warning' or "
+        "'error' (got 'loud')",
+    ]
