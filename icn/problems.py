@@ -109,7 +109,8 @@ class NotYaml(ConfigError):
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
-        super().__init__(problem.format("<yaml>"))
+        where = f"line {problem.line}, column {problem.column}: " if problem.line else ""
+        super().__init__(where + problem.message)
 
 
 @dataclass(frozen=True)
