@@ -38,12 +38,9 @@ SHOWN = ("records_in", "records", "records_out", "batches", "interests_retransmi
 def load_checked(path: Path):  # type: ignore[no-untyped-def]
     """The graph, its functions imported (a typo in module:function fails now, not mid-run)."""
     from compute.stream.graph import load_graph
-    from compute.stream.instance import Instance
 
     try:
-        graph = load_graph(path)
-        for name in graph.order:
-            Instance.check(graph, name)
+        graph = load_graph(path, check_functions=True)  # every function that fails, at its line
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_INVALID) from None

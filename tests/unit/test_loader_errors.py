@@ -313,3 +313,25 @@ def test_a_scenario_nodes_forwarder_settings_are_told_by_the_forwarders_checker_
         "s.yaml:6:7: nodes.a.forwarder.log_level: Input should be 'debug', 'info', 'warning' or "
         "'error' (got 'loud')",
     ]
+
+
+def test_icn_flow_check_reports_every_function_that_does_not_import(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from apps.cli import app
+
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "flow: /f\noperators:\n  - {name: g, type: generator, count: 3}\n"
+        "  - {name: m, type: map, input: g, fn: 'apps.nothere:f'}\n"
+        "  - {name: k, type: filter, input: m, fn: 'json:nofunc'}\n"
+        "  - {name: s, type: stdout, input: k}\n"
+    )
+    ran = CliRunner().invoke(app, ["flow", "check", str(path)])
+    assert ran.exit_code == 2, ran.output
+    assert ran.output.splitlines() == [
+        f"error: {path}: 2 problems",
+        f"  {path}:4:36: operators[1].fn: cannot import 'apps.nothere' for apps.nothere:f: "
+        "No module named 'apps.nothere'",
+        f"  {path}:5:39: operators[2].fn: json has no function 'nofunc' (from json:nofunc)",
+    ]
