@@ -1,6 +1,6 @@
-# The project set up as the README's set-up does (scripts/bootstrap.sh: .venv with the test,
+# The project set up as scripts/bootstrap.sh does (.venv with the test,
 # speed, torch and ray extras, iproute2 and mosquitto), for the nodes of a Ray cluster, e.g. on
-# Kubernetes with KubeRay (deploy/kuberay/raycluster.yaml; README: Running on a cluster).
+# Kubernetes with KubeRay (deploy/kuberay/raycluster.yaml; docs/guides/ray-kuberay.md).
 #   docker build -t icn-net:latest .
 FROM python:3.11-slim
 

@@ -359,8 +359,8 @@ def _rendezvous(store: Any, rank: int, size: int, timeout: float) -> tuple[_Join
             raise ValueError(
                 f"backend icn: rank 0 runs on {info['hostname']} and rank {rank} on "
                 f"{socket.gethostname()}: with ranks on several machines give each a forwarder "
-                f"({ENV_VAR}) and the job's plan ({PLAN_ENV}); see the README, 'DDP over named "
-                "data'"
+                f"({ENV_VAR}) and the job's plan ({PLAN_ENV}); see "
+                "docs/tutorials/allreduce-ddp.md"
             )
         plan = Plan.flat(info["job"], [str(r) for r in range(size)], root=ROOT)
     transport = f"unix://{info['unix']}"

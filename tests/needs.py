@@ -5,7 +5,7 @@ asked in one way, and a pytest plugin (loaded by tests/conftest.py) that enforce
 ``present`` is false, the tests are skipped with ``why`` on a machine set up by hand, and fail
 under CI (``CI`` set, as CI services do, and not "false" or "0"), whose set-up provides every one
 of them (scripts/bootstrap.sh installs the extras, mosquitto and iproute2, and runs as root
-there): a CI run must not pass green without running the tests the README promises.  They fail
+there): a CI run must not pass green without running the tests the docs promise.  They fail
 each at its set-up, so the rest of the suite still runs.
 """
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-# Measured with bench/scale.py on 2 shared cores (README, "Scale"): 16 nodes took 5.0 s to be
-# ready and 38 MB each as processes of their own, 0.7 s and 6 MB each in one; the shipped
-# scenarios of 7 nodes or fewer keep a process per node, with its cores for heavy services.  At
+# Measured with bench/scale.py on 2 shared cores (docs/guides/scenarios.md, "A hundred
+# nodes"): 16 nodes took 5.0 s to be ready and 38 MB each as processes of their own, 0.7 s
+# and 6 MB each in one; the shipped scenarios of 7 nodes or fewer keep a process per node,
+# with its cores for heavy services.  At
 # 100 nodes, 10 per process took 2.1 s and 4.4 MB per node, 25 took 1.2 s and 2.3 MB, 50 took
 # 1.3 s and 1.7 MB: 25 keeps four processes busy on four cores for a little more memory.
 AUTO_PACK_ABOVE = 16

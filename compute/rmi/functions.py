@@ -29,8 +29,9 @@ class FunctionSpec:
     ``pure``: same arguments, same result, no side effects; results are named by the digest of
     the arguments so caches on the way answer repeated calls.  ``idempotent``: running a call
     twice does no harm (true of pure functions), so the network may clone it to a second
-    replica and take the first answer (README, "Replicas").  ``duration``: the expected run
-    time in seconds, the first completion estimate a thunk carries (later ones are learnt).
+    replica and take the first answer (docs/guides/strategies.md, "Replicas").  ``duration``:
+    the expected run time in seconds, the first completion estimate a thunk carries (later
+    ones are learnt).
     ``run``: ``loop`` for coroutines, ``thread`` for ordinary functions (default), ``process``
     for CPU-bound work (a process pool, so the GIL does not stall the server).
     """

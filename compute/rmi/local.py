@@ -2,7 +2,7 @@
 the caller's, the packets carrying only where they are (the out-of-band path of docs/design.md
 section 4).
 
-Measured before this (README, "Named-function calls against gRPC"): a 64 KiB call in a session
+Measured before this (CHANGELOG.md, 2026-11-26): a 64 KiB call in a session
 cost five SHA-256 passes over its payload (the HMACs and the parameters digest the packet format
 requires) and four socket writes of it through the forwarder, where gRPC over TCP hashes nothing
 and writes it twice.  A memory file mapped once and reused costs a copy in and a copy out.

@@ -9,7 +9,7 @@ a new estimate (or are held when the result is due within their lifetime), never
 A server with ``max_jobs`` calls running answers a new call (a Trigger Interest, or a call in a
 session) with a Nack of reason Congestion, before any work: the forwarders then try another
 replica of the prefix at once and, under the adaptive strategy, send the next calls elsewhere
-for a while (README, "Replicas").  A caller with no replica left gets Overloaded.
+for a while (docs/guides/strategies.md, "Replicas").  A caller with no replica left gets Overloaded.
 
 Replicas: servers of one prefix on several nodes.  A server given a ``replica`` id names what
 only it holds under ``<prefix>/_r/<replica>``, which it registers and the network routes to it

@@ -41,7 +41,7 @@ ARGS = generic("args")
 # the calls of idempotent functions, /svc/_idem/<fn>/<RNP>: a strategy may clone them
 IDEM = generic("_idem")
 # a replica's own names, under /svc/_r/<replica id>: routed to that replica, not to any server
-# of /svc (README, "Replicas")
+# of /svc (docs/guides/strategies.md, "Replicas")
 REPLICA = generic("_r")
 REPLICA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 

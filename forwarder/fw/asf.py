@@ -21,7 +21,7 @@ wrong for a call that changes something.  ``probe~divert`` makes a probe take th
 the probed hop instead of copying it (and a retransmission go back to the hop that has it), so
 no Interest of the prefix is ever sent to two upstreams at once; RICE servers' prefixes use it,
 and their idempotent functions' calls, which may run twice, come under ``<prefix>/_idem`` where
-cloning is configured (README, "Replicas").
+cloning is configured (docs/guides/strategies.md, "Replicas").
 
 Request cloning (``clone-after``): an Interest not answered within that time is sent once more,
 to the best hop it has not been sent to; the first Data satisfies the PIT entry and the other
