@@ -60,12 +60,12 @@ def test_every_relative_link_names_a_file_of_the_repository(name: str) -> None:
 
 def test_a_link_outside_the_repository_or_to_nothing_is_found() -> None:
     text = (
-        "[design](../shared/DESIGN.md)\n"
+        "[notes](../outside/notes.md)\n"
         "`[in code](nowhere.md)`\n"
         "```\n[in a block](nowhere.md)\n```\n"
         "[gone](docs/no-such-page.md#x) [web](https://example.org) [here](#top) [ok](LICENSE)\n"
     )
     assert broken(ROOT / "README.md", text) == [
-        "README.md:1: ../shared/DESIGN.md: points outside the repository",
+        "README.md:1: ../outside/notes.md: points outside the repository",
         "README.md:6: docs/no-such-page.md#x: no such file (docs/no-such-page.md)",
     ]
