@@ -177,8 +177,16 @@ def follow(page: str, markdown: str) -> None:
 
 
 def test_every_tutorial_of_the_site_is_here() -> None:
+    """The pages under docs/tutorials/, the site's Tutorials section and the pages these tests
+    follow are the same five, so a tutorial added to one place is not left untested."""
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    section = next(item["Tutorials"] for item in nav if "Tutorials" in item)
+    in_nav = [Path(next(iter(entry.values()))).name for entry in section]
     present = sorted(p.name for p in TUTORIALS.glob("*.md"))
-    assert present == sorted(EXPECTED), f"docs/tutorials/ holds {present}, the site {EXPECTED}"
+    assert in_nav == EXPECTED, f"mkdocs.yml lists the tutorials {in_nav}; these tests {EXPECTED}"
+    assert present == sorted(EXPECTED), f"docs/tutorials/ holds {present}; these tests {EXPECTED}"
 
 
 @pytest.mark.parametrize("name", EXPECTED)
