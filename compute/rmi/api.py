@@ -61,8 +61,9 @@ def current_identity() -> Identity:
 def set_identity(identity: Identity | str | Path | None) -> Identity:
     """Sign the calls of :func:`call` and :func:`call_sync` with ``identity``: an Identity or a
     key file (loaded, or created 0600 if missing, as ``icn call --key`` does); None goes back to
-    $ICN_IDENTITY.  The clients ``call`` already keeps switch too.  Returns the identity now
-    used (its ``fingerprint`` is what a server lists in ``authorize=``)."""
+    $ICN_IDENTITY.  The clients ``call`` already keeps switch too (their sessions agreed under
+    the old key end).  Returns the identity now used (its ``fingerprint`` is what a server
+    lists in ``authorize=``)."""
     global _chosen
     if identity is None or isinstance(identity, Identity):
         _chosen = identity
@@ -70,7 +71,7 @@ def set_identity(identity: Identity | str | Path | None) -> Identity:
         _chosen = resolve_identity(identity)
     now = current_identity()
     for client in list(_clients.values()):
-        client.identity = now
+        client.use_identity(now)  # (its sessions agreed under the old key end)
     return now
 
 

@@ -327,6 +327,16 @@ class Client:
             task.cancel()
         self.ep.close()
 
+    def use_identity(self, identity: Identity) -> None:
+        """Sign later calls with ``identity``.  The sessions agreed under another key end: a
+        server knows a session's caller by the key that agreed it, so calls in them would
+        still run as that caller."""
+        if identity.fingerprint != self.identity.fingerprint:
+            for session in self._sessions.values():
+                session.end()
+            self._sessions.clear()
+        self.identity = identity
+
     async def __aenter__(self) -> Client:
         return self
 

@@ -255,6 +255,15 @@ class BackgroundServer:
         finally:
             self._started.set()
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until serving has ended (stopped, or the forwarder lost): True if it has,
+        False after ``timeout`` seconds.  :meth:`stop` then tells how it ended."""
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
     def stop(self, timeout: float = STOP_WAIT) -> dict[str, int]:
         """Stop serving (idempotent) and return the server's counters.  Raises what ended it
         early (ForwarderUnreachable when the forwarder went away), or TimeoutError."""

@@ -20,12 +20,17 @@ from apps.inproc import attach_endpoint
 from compute.rmi import (
     Client,
     Serving,
+    Unauthorized,
+    call,
     call_sync,
     close_sync_client,
+    default_client,
     function,
     serve,
     serve_in_background,
+    set_identity,
 )
+from compute.rmi.identity import IDENTITY_ENV
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from icn.dataplane.client_conf import ENV_VAR
@@ -159,7 +164,8 @@ def test_serve_in_background_takes_functions_and_stops_with_counters(
 def test_losing_the_forwarder_ends_serving_with_its_error(workdir: Path) -> None:
     with forwarder_thread(workdir) as running:
         bg = serve_in_background([greet], prefix="/hello", transport=running.uri)
-    # the forwarder stopped under the server, which ends and says so
+    # the forwarder stopped under the server, which ends by itself and says so
+    assert bg.wait(WAIT)
     with pytest.raises(ForwarderUnreachable, match="lost the forwarder at unix://"):
         bg.stop()
 
@@ -183,4 +189,33 @@ async def test_serve_runs_until_cancelled_and_leaves_the_callers_endpoint_open()
     finally:
         task.cancel()
         ep.close()
+        await daemon.stop()
+
+
+async def test_set_identity_ends_the_sessions_of_the_old_key(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session is the key that agreed it: after set_identity, ``call`` must not go on
+    calling as the old key through it (it did: the server let an unlisted key's calls run)."""
+    daemon = ForwarderDaemon(config_from_dict({"listen": {"unix": str(workdir / "fwd.sock")}}))
+    await daemon.start(signals=False)
+    monkeypatch.setenv(ENV_VAR, daemon.listen_uris[0])
+    monkeypatch.delenv(IDENTITY_ENV, raising=False)
+    task = asyncio.ensure_future(serve(funcs, "/svc", endpoint=attach_endpoint(daemon)))
+    try:
+        allowed = set_identity(workdir / "allowed.key")
+        funcs.ALLOWED.add(allowed.fingerprint)
+        assert await call("/svc/guarded", 1) == 2
+        assert await call("/svc/guarded", 2) == 4  # in the session agreed as the allowed key
+        assert (await default_client()).counters["sessions"] == 1
+        set_identity(workdir / "other.key")  # a key nobody listed
+        with pytest.raises(Unauthorized):
+            await call("/svc/guarded", 3)
+        assert funcs.RAN["guarded"] == 2
+    finally:
+        funcs.ALLOWED.clear()
+        set_identity(None)
+        (await default_client()).close()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
         await daemon.stop()
