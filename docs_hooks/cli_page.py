@@ -28,11 +28,9 @@ DEFAULT_PANEL = "Commands"
 def icn_app() -> typer.Typer:
     """The ``icn`` command's Typer app with every command module added, as ``icn --help``
     lists them."""
-    from apps import cli
+    from apps.cli import app  # (a lazy attribute: the app with every command module added)
 
-    cli.add_commands([])  # no command named: every module's commands are added
-    from apps.cli.root import app
-
+    assert isinstance(app, typer.Typer), f"apps.cli.app is a {type(app).__name__}, not a Typer"
     return app
 
 
