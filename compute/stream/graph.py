@@ -39,7 +39,9 @@ MAX_PARTITIONS = 256
 
 def _callable(value: object) -> object:
     if isinstance(value, str) and not CALLABLE.match(value):
-        raise ValueError(f"{value!r} is not module:function, e.g. apps.demos.stream_demo:to_celsius")
+        raise ValueError(
+            f"{value!r} is not module:function, e.g. apps.demos.stream_demo:to_celsius"
+        )
     return value
 
 
