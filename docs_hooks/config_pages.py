@@ -113,7 +113,8 @@ def forwarder_config_page() -> str:
         "What `icn fwd --config FILE` reads (YAML, or JSON): every field with its type, "
         "default and bounds, generated when the site is built from the settings classes that "
         "check the file (`forwarder/config.py`, read by `forwarder/schema.py`). Unknown fields "
-        "are refused, so a typo is reported with its path instead of being ignored. The "
+        "are refused, so a typo is reported (with its line and the closest valid name) instead "
+        "of being ignored; every problem of a file is reported at once. The "
         "[forwarder configuration guide](../guides/forwarder-config.md) shows the settings at "
         "work.\n",
     ]
