@@ -237,10 +237,11 @@ def counters_metrics_page() -> str:
         "## Forwarder counters\n",
         "A forwarder keeps one bag of counters (`forwarder/face_api.py`: keys are "
         "`<component>.<event>`), shared by every table, pipeline and face, and counts every "
-        "drop and every table action in it; nothing is logged per packet. Read them with "
-        "`icn status` (management's `status/general`), in the JSON line a forwarder logs on "
-        'SIGUSR1, or on `/metrics` as `icn_forwarder_events_total{event="<key>"}` (every '
-        "key, including one added after this page was built); drops and refusals are also "
+        "drop and every table action in it; nothing is logged per packet. Every key is in the "
+        "JSON line a forwarder logs on SIGUSR1 and on `/metrics` as "
+        '`icn_forwarder_events_total{event="<key>"}` (including one added after this page '
+        "was built); `icn status` shows the packet counts of NFD's status dataset. Drops and "
+        "refusals are also "
         "summed by reason in `icn_drops_total` and `icn_refusals_total`. A key that has not "
         "happened yet is absent rather than zero. Keys made at run time are shown as the "
         "pattern the code writes, with `<...>` for the part known only then.\n",
