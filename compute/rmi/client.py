@@ -11,7 +11,8 @@ answer, or said with ``invoke(idempotent=True)``) go under ``/svc/_idem/<fn>``, 
 network may clone them (a strategy with ``clone-after`` on that prefix), and always run the full
 exchange: a session lives on one replica, and a clone must be runnable by any.  Each replica
 that takes the call pulls its own credential; once the caller has an answer, it cancels the
-call on the others (``/svc/_r/<replica>/_cancel/<RNP>``).  README, "Replicas".
+call on the others (``/svc/_r/<replica>/_cancel/<RNP>``).  docs/guides/strategies.md,
+"Replicas".
 """
 
 from __future__ import annotations
