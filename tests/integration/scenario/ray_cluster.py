@@ -150,7 +150,7 @@ class RayCluster:
             # no autoscaler (--no-monitor): nothing here scales
             argv += ["--head", "--port", str(GCS_PORT), "--include-dashboard=false", "--no-monitor"]
         else:
-            argv += ["--ray-address", self.address]
+            argv += ["--address", self.address]
         return argv
 
     def start_nodes(self, nodes: list[RayNode]) -> None:

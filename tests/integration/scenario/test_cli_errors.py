@@ -43,7 +43,7 @@ def test_validate_ok_and_invalid(tmp_path: Path) -> None:
     bad.write_text("name: b\nnodes: {a: {}}\nlinks:\n  - {between: [a, z], delay: 3 days}\n")
     out = icn("scenario", "validate", str(bad))
     assert out.returncode == 2
-    assert f"{bad}:4: links[0].delay: '3 days': unknown time unit 'days'" in out.stderr
+    assert f"{bad}:4:23: links[0].delay: '3 days': unknown time unit 'days'" in out.stderr
     assert "Traceback" not in out.stderr
     # run refuses it the same way, before starting anything
     out = icn("scenario", "run", str(bad), "--out", str(tmp_path / "out"))
