@@ -36,8 +36,16 @@ SHOWN = ("records_in", "records", "records_out", "batches", "interests_retransmi
 
 
 def load_checked(path: Path):  # type: ignore[no-untyped-def]
-    """The graph, its functions imported (a typo in module:function fails now, not mid-run)."""
+    """The graph, its functions imported (a typo in module:function fails now, not mid-run).
+
+    The functions' modules import from the graph file's directory and the current one, as
+    ``icn serve``'s module does from the current directory: a graph beside its functions runs
+    with no PYTHONPATH."""
     from compute.stream.graph import load_graph
+
+    for where in (str(Path.cwd()), str(path.resolve().parent)):
+        if where not in sys.path:
+            sys.path.insert(0, where)
 
     try:
         graph = load_graph(path, check_functions=True)  # every function that fails, at its line

@@ -335,3 +335,27 @@ def test_icn_flow_check_reports_every_function_that_does_not_import(tmp_path: Pa
         "No module named 'apps.nothere'",
         f"  {path}:5:39: operators[2].fn: json has no function 'nofunc' (from json:nofunc)",
     ]
+
+
+def test_flow_check_imports_functions_from_beside_the_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A graph next to its functions' module checks from any directory, without PYTHONPATH
+    (as ``icn serve`` imports its module from the current directory)."""
+    from typer.testing import CliRunner
+
+    from apps.cli import app
+
+    (tmp_path / "graphfns_beside.py").write_text("def double(x):\n    return 2 * x\n")
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        "flow: /f\noperators:\n  - {name: g, type: generator, count: 3}\n"
+        "  - {name: m, type: map, input: g, fn: 'graphfns_beside:double'}\n"
+        "  - {name: s, type: stdout, input: m}\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    ran = CliRunner().invoke(app, ["flow", "check", str(path)])
+    assert ran.exit_code == 0, ran.output
