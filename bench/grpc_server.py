@@ -6,7 +6,7 @@ serves under uvloop: grpcio 1.85 does, tried with calls).  Should grpc.aio fail 
 uvloop, it starts again on asyncio's loop and says why in its ready line.
 Prints ``ready PORT LOOP`` on stdout once listening (LOOP: the running loop, uvloop or asyncio,
 then in parentheses why not uvloop where it is not), stops on SIGTERM or SIGINT.
-Run: python bench/grpc_server.py [--port 0] [--loop auto|asyncio]   (loopback only: 127.0.0.1)
+Run: python bench/grpc_server.py [--host 127.0.0.1] [--port 0] [--loop auto|asyncio]
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ async def main(args: argparse.Namespace, why_not_uvloop: str = "") -> None:
             },
         )
         server.add_generic_rpc_handlers((handler,))
-        port = server.add_insecure_port(f"127.0.0.1:{args.port}")
+        port = server.add_insecure_port(f"{args.host}:{args.port}")
         await server.start()
     except Exception as exc:
         raise NotStarted(f"{type(exc).__name__}: {exc}") from exc
@@ -86,7 +86,10 @@ def serve(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free)")
+    ap.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (--netns: the veth's)"
+    )
+    ap.add_argument("--port", type=int, default=0, help="TCP port (0: any free)")
     ap.add_argument(
         "--loop",
         choices=["auto", "asyncio"],

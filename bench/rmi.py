@@ -36,8 +36,18 @@ Then the first call of a session, the full exchange: --first-calls fresh rmi cli
 same endpoint each make one call, one at a time, per payload size (p50 and p99 over them; with
 fewer than 100 calls the p99 is the slowest).
 
+Between hosts, --netns (root; bench/rmi_netns.py): the client side (this process: the
+measuring loop, the rmi client, the grpc channel, the ceiling client) runs with a forwarder of
+its own in one network namespace, the three servers and the rmi server's forwarder in another,
+joined by one veth pair (MTU 1500): rmi goes client -> its forwarder -> a UDP face across the
+veth -> the server's forwarder -> the rmi server; grpc and the ceiling go over TCP across the
+veth.  Payloads are in the packets (no memory file between hosts), and a path with a network
+face carries packets up to NDN's 8800 B, so a 64 KiB payload goes as segments; a line says what
+crossed the veth per rmi call: NDN packets, the UDP datagrams that carried them (more datagrams
+than packets would be NDNLPv2 fragments) and the IP fragments the kernel cut them into.
+
 Run: .venv/bin/python bench/rmi.py [--quick] [--duration 3] [--rounds 3] [--concurrency 1,64]
-     [--payloads shared|packets] [--grpc-loop auto|asyncio]
+     [--payloads shared|packets] [--grpc-loop auto|asyncio] [--netns]
 Needs grpcio: pip install -e .[bench]
 """
 
@@ -46,6 +56,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -57,15 +68,16 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the bench package sits beside it
     sys.path.insert(0, str(ROOT))
 
 from apps.procs import ProcessGroup, icn_argv  # noqa: E402
-from bench import loops  # noqa: E402
+from bench import loops, rmi_netns  # noqa: E402
 from bench.arguments import parse_ints  # noqa: E402
-from bench.rmi_ceiling_server import frame, read_frame  # noqa: E402
+from bench.rmi_ceiling_server import CeilingClient  # noqa: E402
 from compute.rmi import Client  # noqa: E402
 from icn.dataplane.endpoint import Endpoint  # noqa: E402
 
@@ -103,6 +115,42 @@ class Cell:
 
 
 Row = tuple[int, int, Cell, Cell, Cell]  # payload size, concurrency, rmi, grpc, ceiling
+
+
+class Counting(Protocol):
+    """A forwarder whose counters can be read (apps.procs.Child, bench.rmi_netns's)."""
+
+    def counters(self) -> dict[str, int]: ...
+
+
+class LinkCounting(Protocol):
+    """--netns: what crossed the veth between the forwarders (bench.rmi_netns.Link)."""
+
+    async def read(self) -> Counter[str]: ...
+
+    def per_call(self, moved: Counter[str], calls: int) -> str: ...
+
+    def notes(self, moved: Counter[str]) -> list[str]: ...
+
+
+@dataclass
+class Peers:
+    """Where the measuring part (:func:`bench`) finds the servers, and what the header says of
+    the way to them: made by :func:`main` on one host, or with --netns by :func:`inside_netns`
+    from what bench/rmi_netns.py started in the two namespaces."""
+
+    connect: str  # the rmi client's forwarder
+    host: str  # the grpc and ceiling servers' address
+    grpc_port: int
+    ceiling_port: int
+    fwd: Counting  # the rmi client's forwarder
+    ran: dict[str, str]  # each other process's event loop (bench/loops.py)
+    grpc_why: str  # why the grpc server is not on uvloop, where it is not
+    rmi_path: str  # the header's words for the way rmi calls go ...
+    tcp_path: str  # ... and grpc's and the ceiling's
+    intro: list[str] = field(default_factory=list)  # header lines before those
+    packets_why: str = "--payloads packets"  # why payloads are in the packets, where they are
+    link: LinkCounting | None = None  # --netns: the veth between the forwarders
 
 
 async def drive(
@@ -156,60 +204,9 @@ async def measure(
     return cells, made
 
 
-class CeilingClient:
-    """The ceiling side's client: calls multiplexed over one TCP connection by call id, as
-    grpc's channel and the rmi endpoint multiplex theirs over one connection each."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._pending: dict[int, asyncio.Future[bytes]] = {}
-        self._next_id = 0
-        self._lost: Exception | None = None
-        self._reading = asyncio.ensure_future(self._read())
-
-    @classmethod
-    async def connect(cls, host: str, port: int) -> CeilingClient:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer)
-
-    async def call(self, data: bytes, timeout: float) -> bytes:
-        if self._lost is not None:
-            raise self._lost
-        call_id = self._next_id
-        self._next_id += 1
-        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[call_id] = answer
-        try:
-            async with asyncio.timeout(timeout):
-                self._writer.write(frame(call_id, data))
-                await self._writer.drain()
-                return await answer
-        finally:
-            self._pending.pop(call_id, None)
-
-    async def _read(self) -> None:
-        try:
-            while True:
-                call_id, data = await read_frame(self._reader)
-                answer = self._pending.get(call_id)
-                if answer is not None and not answer.done():
-                    answer.set_result(data)
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
-            # the server is gone: calls waiting and to come fail now, not at their timeout
-            self._lost = ConnectionError(f"ceiling server connection lost: {exc!r}")
-            for answer in self._pending.values():
-                if not answer.done():
-                    answer.set_exception(self._lost)
-
-    async def close(self) -> None:
-        self._reading.cancel()
-        self._writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._writer.wait_closed(), 5)
-
-
-async def first_calls(ep: Endpoint, payload: bytes, count: int, timeout: float) -> tuple[Cell, int]:
+async def first_calls(
+    ep: Endpoint, payload: bytes, count: int, timeout: float, shared: bool
+) -> tuple[Cell, int]:
     """``count`` fresh clients on ``ep`` (each a new caller with its own key) make one call
     each, one at a time: the full exchange that agrees a session.  Returns the latencies and
     how many sessions were agreed."""
@@ -218,7 +215,7 @@ async def first_calls(ep: Endpoint, payload: bytes, count: int, timeout: float) 
     clock = time.perf_counter
     for _ in range(count):
         # not closed: close() would close the shared endpoint; a Client holds nothing else
-        fresh = Client(ep, timeout=timeout)
+        fresh = Client(ep, timeout=timeout, shared=shared)
         t0 = clock()
         try:
             answer = await fresh.call(f"{PREFIX}/echo", payload)
@@ -305,70 +302,135 @@ def ratio_line(what: str, cells: list[tuple[str, Cell, Cell]], a: str, b: str) -
     return line
 
 
-async def main(args: argparse.Namespace) -> int:
-    """The benchmark; returns how many cells failed on some side."""
-    import grpc
-
+def cancel_on_sigterm() -> None:
+    """SIGTERM cancels the running task, as ^C would: every ``finally`` below runs."""
     task = asyncio.current_task()
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+
+
+async def main(args: argparse.Namespace) -> int:
+    """One host: the forwarder and the servers start here, then :func:`bench` measures.
+    Returns how many cells failed on some side."""
+    cancel_on_sigterm()
     workdir = Path(tempfile.mkdtemp(prefix="icn-bench-rmi-"))
     sock = workdir / "fwd.sock"
     env = {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     group = ProcessGroup(workdir)
-    client: Client | None = None
-    channel: grpc.aio.Channel | None = None
-    ceiling: CeilingClient | None = None
     try:
         fwd = group.start(
             "fwd", icn_argv("fwd", "--unix", str(sock), "--log-level", "info"), env=env
         )
-        gsrv = group.start(
-            "grpc",
-            [sys.executable, str(ROOT / "bench" / "grpc_server.py"), "--loop", args.grpc_loop],
-            env,
-        )
-        csrv = group.start(
-            "ceiling", [sys.executable, str(ROOT / "bench" / "rmi_ceiling_server.py")], env
-        )
+        gsrv = group.start("grpc", tcp_server_argv("grpc", HOST, args.grpc_loop), env)
+        csrv = group.start("ceiling", tcp_server_argv("ceiling", HOST, args.grpc_loop), env)
         fwd.wait_for("forwarder ready", stream="stderr")
-        srv = group.start(
-            "rmi_server",
-            [
-                sys.executable,
-                "-m",
-                "bench.rmi_server",
-                "--connect",
-                f"unix://{sock}",
-                "--prefix",
-                PREFIX,
-            ],
-            env,
+        srv = group.start("rmi_server", rmi_server_argv(f"unix://{sock}"), env)
+        for child in (srv, gsrv, csrv):
+            child.wait_for("ready", stream="stdout")
+        ready = servers_ready(gsrv.output(), csrv.output())
+        port, ceiling_port, grpc_ran, ceiling_ran, grpc_why = ready
+        peers = Peers(
+            connect=f"unix://{sock}",
+            host=HOST,
+            grpc_port=port,
+            ceiling_port=ceiling_port,
+            fwd=fwd,
+            ran={  # each process's event loop, as seen in it (the forwarder's: what it loaded)
+                "forwarder": loops.of_pid(fwd.pid),
+                "rmi server": loops.from_ready(srv.output(), "ready"),
+                "grpc server": grpc_ran,
+                "ceiling server": ceiling_ran,
+            },
+            grpc_why=grpc_why,
+            rmi_path="client -> forwarder (Unix socket) -> RMI server process",
+            tcp_path=HOST,
         )
-        srv.wait_for("ready", stream="stdout")
-        gsrv.wait_for("ready", stream="stdout")
-        port = int(gsrv.output().split("ready", 1)[1].split()[0])
-        csrv.wait_for("ready", stream="stdout")
-        ceiling_port = int(csrv.output().split("ready", 1)[1].split()[0])
-        ran = {  # each process's event loop, as seen in it (the forwarder's: what it loaded)
-            "client": loops.running(),
-            "forwarder": loops.of_pid(fwd.pid),
-            "rmi server": loops.from_ready(srv.output(), "ready"),
-            "grpc server": loops.from_ready(gsrv.output(), "ready"),
-            "ceiling server": loops.from_ready(csrv.output(), "ready"),
-        }
-        # bench/grpc_server.py says in parentheses why it is not on uvloop, where it is not
-        grpc_ready = gsrv.output().split("ready", 1)[1].split("\n", 1)[0]
-        grpc_why = grpc_ready.partition("(")[2].rpartition(")")[0]
+        return await bench(args, peers)
+    finally:
+        group.stop_all()
+        shutil.rmtree(workdir, ignore_errors=True)
 
-        client = Client(
-            await Endpoint.connect(f"unix://{sock}"),
-            timeout=args.timeout,
-            shared=args.payloads == "shared",
-        )
-        channel = grpc.aio.insecure_channel(f"{HOST}:{port}")
+
+def tcp_server_argv(which: str, host: str, grpc_loop: str) -> list[str]:
+    """The command of the grpc or the ceiling server, listening on ``host``."""
+    if which == "grpc":
+        return [
+            sys.executable,
+            str(ROOT / "bench" / "grpc_server.py"),
+            "--loop",
+            grpc_loop,
+            "--host",
+            host,
+        ]
+    return [sys.executable, str(ROOT / "bench" / "rmi_ceiling_server.py"), "--host", host]
+
+
+def servers_ready(grpc_out: str, ceiling_out: str) -> tuple[int, int, str, str, str]:
+    """From the grpc and ceiling servers' output once ready: their ports, their event loops
+    and why grpc's is not uvloop (bench/grpc_server.py says it in parentheses)."""
+    port = int(grpc_out.split("ready", 1)[1].split()[0])
+    ceiling_port = int(ceiling_out.split("ready", 1)[1].split()[0])
+    grpc_why = grpc_out.split("ready", 1)[1].split("\n", 1)[0].partition("(")[2].rpartition(")")[0]
+    grpc_ran, ceiling_ran = (loops.from_ready(out, "ready") for out in (grpc_out, ceiling_out))
+    return port, ceiling_port, grpc_ran, ceiling_ran, grpc_why
+
+
+def rmi_server_argv(connect: str) -> list[str]:
+    return [sys.executable, "-m", "bench.rmi_server", "--connect", connect, "--prefix", PREFIX]
+
+
+async def inside_netns(args: argparse.Namespace) -> int:
+    """--netns's measuring child, in the client namespace: :func:`bench` against the servers
+    bench/rmi_netns.py started in the server namespace."""
+    spec = rmi_netns.Spec.read(Path(args.inside_netns))
+    port, ceiling_port, grpc_ran, ceiling_ran, grpc_why = servers_ready(
+        spec.grpc_ready, spec.ceiling_ready
+    )
+    peers = Peers(
+        connect=f"unix://{spec.client_sock}",
+        host=spec.server_addr,
+        grpc_port=port,
+        ceiling_port=ceiling_port,
+        fwd=rmi_netns.LoggedForwarder(*spec.client_fwd),
+        ran={
+            "client forwarder": loops.of_pid(spec.client_fwd[0]),
+            "server forwarder": loops.of_pid(spec.server_fwd[0]),
+            "rmi server": loops.from_ready(spec.rmi_ready, "ready"),
+            "grpc server": grpc_ran,
+            "ceiling server": ceiling_ran,
+        },
+        grpc_why=grpc_why,
+        rmi_path=(
+            "client -> its forwarder (Unix socket) -> UDP face across the veth -> the "
+            "server's forwarder -> RMI server process (Unix socket)"
+        ),
+        tcp_path=f"across the veth to {spec.server_addr}",
+        intro=[spec.intro()],
+        packets_why="--netns: client and server on different hosts, no memory file",
+        link=rmi_netns.Link(spec),
+    )
+    return await bench(args, peers)
+
+
+async def bench(args: argparse.Namespace, peers: Peers) -> int:
+    """The measurement, on one host or in --netns's client namespace: the rmi client, the
+    grpc channel and the ceiling client in this process, the servers as ``peers`` says.
+    Prints the header, the tables and the ratio lines; returns how many cells failed."""
+    import grpc
+
+    cancel_on_sigterm()
+    shared = args.payloads == "shared"
+    client: Client | None = None
+    channel: grpc.aio.Channel | None = None
+    ceiling: CeilingClient | None = None
+    fwd = peers.fwd
+    try:
+        client = Client(await Endpoint.connect(peers.connect), timeout=args.timeout, shared=shared)
+        # no HTTP proxy for the server's address, whatever the environment says
+        options = [("grpc.enable_http_proxy", 0)]
+        channel = grpc.aio.insecure_channel(f"{peers.host}:{peers.grpc_port}", options=options)
         stub = channel.unary_unary(GRPC_METHOD)
-        ceiling = await CeilingClient.connect(HOST, ceiling_port)
+        ceiling = await CeilingClient.connect(peers.host, peers.ceiling_port)
         rmi_client, ceiling_client = client, ceiling
 
         async def rmi_call(payload: bytes) -> bytes:
@@ -388,19 +450,29 @@ async def main(args: argparse.Namespace) -> int:
         rows: list[Row] = []
         per_call: list[str] = []  # Interests the forwarder saw per rmi call, by cell
         local: list[str] = []  # answers through the memory file per rmi call, by cell
+        on_link: list[str] = []  # --netns: what crossed the veth per rmi call, by cell
+        link_moved: Counter[str] = Counter()
         for size in args.sizes:
             payload = os.urandom(size)
             for conc in args.concurrency:
+                label = f"{size_label(size)} x{conc}"
+                # read outside the forwarder's count: reading the link asks it for its faces
+                link_before = await peers.link.read() if peers.link else Counter[str]()
                 before = fwd.counters().get("fw.in_interest", 0)
                 answers = client.counters["local_answers"]
                 cells, made = await measure(sides, payload, conc, args)
                 interests = fwd.counters().get("fw.in_interest", 0) - before
-                per_call.append(f"{size_label(size)} x{conc} {interests / max(made, 1):.1f}")
+                per_call.append(f"{label} {interests / max(made, 1):.1f}")
                 answers = client.counters["local_answers"] - answers
-                local.append(f"{size_label(size)} x{conc} {answers / max(made, 1):.2f}")
+                local.append(f"{label} {answers / max(made, 1):.2f}")
+                if peers.link is not None:
+                    moved = await peers.link.read()
+                    moved.subtract(link_before)
+                    on_link.append(f"{label} {peers.link.per_call(moved, made)}")
+                    link_moved.update(moved)
                 rows.append((size, conc, cells["rmi"], cells["grpc"], cells["ceiling"]))
                 print(
-                    f"  {size_label(size)} x{conc}: rmi {cells['rmi'].rate:,.0f} calls/s, "
+                    f"  {label}: rmi {cells['rmi'].rate:,.0f} calls/s, "
                     f"grpc {cells['grpc'].rate:,.0f} calls/s, "
                     f"ceiling {cells['ceiling'].rate:,.0f} calls/s",
                     file=sys.stderr,
@@ -411,9 +483,12 @@ async def main(args: argparse.Namespace) -> int:
         for size in args.sizes:
             payload = os.urandom(size)
             before = fwd.counters().get("fw.in_interest", 0)
-            cell, agreed = await first_calls(client.ep, payload, args.first_calls, args.timeout)
+            cell, agreed = await first_calls(
+                client.ep, payload, args.first_calls, args.timeout, shared
+            )
             interests = fwd.counters().get("fw.in_interest", 0) - before
             firsts.append((size, cell, agreed, interests / max(args.first_calls, 1)))
+        ran = {"client": loops.running(), **peers.ran}
     finally:
         if client is not None:
             client.close()
@@ -422,36 +497,40 @@ async def main(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(channel.close(), 5)
         if ceiling is not None:
             await ceiling.close()
-        group.stop_all()
-        shutil.rmtree(workdir, ignore_errors=True)
 
     print(
         f"echo of a bytes argument (the result is the payload, both ways), "
         f"{args.rounds} x {args.duration:g} s per cell after {args.warmup:g} s warm-up; "
         f"event loops: {loops.summary(ran)}"
     )
-    if grpc_why:
-        print(f"grpc server not on uvloop: {grpc_why}")
+    if peers.grpc_why:
+        print(f"grpc server not on uvloop: {peers.grpc_why}")
+    for line in peers.intro:
+        print(line)
     print(
-        "rmi: client -> forwarder (Unix socket) -> RMI server process, in a session; "
-        f"grpc: grpc.aio {grpc.__version__} unary over TCP {HOST}"
+        f"rmi: {peers.rmi_path}, in a session; "
+        f"grpc: grpc.aio {grpc.__version__} unary over TCP {peers.tcp_path}"
     )
     print(
         "payloads over 4 KiB: "
         + (
             "in the session's memory file (same host), the packets say where"
-            if args.payloads == "shared"
-            else "in the packets (--payloads packets)"
+            if shared
+            else f"in the packets ({peers.packets_why})"
         )
     )
     print_table(rows)
     print(
-        f"ceiling: msgpack frames over one asyncio TCP connection {HOST} -> "
+        f"ceiling: msgpack frames over one asyncio TCP connection {peers.tcp_path} -> "
         "bench/rmi_ceiling_server.py (no naming, signature or task per call)"
     )
     print_ceiling(rows)
     print("Interests through the forwarder per rmi call: " + ", ".join(per_call))
     print("answers through the memory file per rmi call: " + ", ".join(local))
+    if peers.link is not None:
+        print("on the veth per rmi call: " + ", ".join(on_link))
+        for line in peers.link.notes(link_moved):
+            print(line)
     print(
         f"first call of a session (full exchange; {args.first_calls} fresh clients, 1 in flight): "
         + ", ".join(
@@ -489,10 +568,16 @@ if __name__ == "__main__":
     ap.add_argument(
         "--payloads",
         choices=["shared", "packets"],
-        default="shared",
-        help="shared: large payloads in a memory file (client and server share this host); "
-        "packets: in the packets, as between hosts",
+        help="shared (the default on one host): large payloads in a memory file (client and "
+        "server share this host); packets: in the packets, as between hosts (--netns: always)",
     )
+    ap.add_argument(
+        "--netns",
+        action="store_true",
+        help="client and servers on two hosts: network namespaces joined by a veth, a forwarder "
+        "in each, a UDP face between them (root; see bench/rmi_netns.py)",
+    )
+    ap.add_argument("--inside-netns", help=argparse.SUPPRESS)  # --netns's measuring child
     ap.add_argument(
         "--first-calls", type=int, help="fresh rmi clients per size, one call each (default 40)"
     )
@@ -510,6 +595,10 @@ if __name__ == "__main__":
         args.first_calls = 20 if args.quick else 40
     if args.first_calls < 1:
         ap.error(f"--first-calls {args.first_calls}: give 1 or more fresh clients per size")
+    netns = args.netns or args.inside_netns
+    if netns and args.payloads == "shared":
+        ap.error("--netns --payloads shared: the two hosts share no memory file; leave it out")
+    args.payloads = args.payloads or ("packets" if netns else "shared")
     try:
         import grpc
     except ImportError:
@@ -520,8 +609,22 @@ if __name__ == "__main__":
         run = uvloop.run
     except ImportError:
         run = asyncio.run
+    if args.netns and not args.inside_netns:
+        missing = rmi_netns.preflight()
+        if missing:
+            sys.exit(missing)
+        try:
+            code = rmi_netns.launch(
+                sys.argv[1:],
+                PREFIX,
+                rmi_server_argv,
+                functools.partial(tcp_server_argv, grpc_loop=args.grpc_loop),
+            )
+        except KeyboardInterrupt:
+            sys.exit("interrupted; processes stopped, namespaces and temporary files removed")
+        sys.exit(code)
     try:
-        failed = run(main(args))
+        failed = run(inside_netns(args) if args.inside_netns else main(args))
     except (KeyboardInterrupt, asyncio.CancelledError):
         sys.exit("interrupted; child processes stopped, temporary files removed")
     sys.exit(1 if failed else 0)

@@ -8,9 +8,10 @@ no authorization.  So it is the floor of what a call costs a Python asyncio proc
 processes, a TCP loopback round trip, a msgpack encode and decode each way), and its calls/s
 the ceiling the other two sides are read against.
 
+:class:`CeilingClient` is bench/rmi.py's end of it.
 Prints ``ready PORT LOOP`` on stdout once listening (LOOP: the running loop, uvloop or
 asyncio), stops on SIGTERM or SIGINT.
-Run: python bench/rmi_ceiling_server.py [--port 0]     (loopback only: 127.0.0.1)
+Run: python bench/rmi_ceiling_server.py [--host 127.0.0.1] [--port 0]
 """
 
 from __future__ import annotations
@@ -51,6 +52,59 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return int(call[0]), call[1]
 
 
+class CeilingClient:
+    """The ceiling side's client: calls multiplexed over one TCP connection by call id, as
+    grpc's channel and the rmi endpoint multiplex theirs over one connection each."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._pending: dict[int, asyncio.Future[bytes]] = {}
+        self._next_id = 0
+        self._lost: Exception | None = None
+        self._reading = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def connect(cls, host: str, port: int) -> CeilingClient:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer)
+
+    async def call(self, data: bytes, timeout: float) -> bytes:
+        if self._lost is not None:
+            raise self._lost
+        call_id = self._next_id
+        self._next_id += 1
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = answer
+        try:
+            async with asyncio.timeout(timeout):
+                self._writer.write(frame(call_id, data))
+                await self._writer.drain()
+                return await answer
+        finally:
+            self._pending.pop(call_id, None)
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                call_id, data = await read_frame(self._reader)
+                answer = self._pending.get(call_id)
+                if answer is not None and not answer.done():
+                    answer.set_result(data)
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+            # the server is gone: calls waiting and to come fail now, not at their timeout
+            self._lost = ConnectionError(f"ceiling server connection lost: {exc!r}")
+            for answer in self._pending.values():
+                if not answer.done():
+                    answer.set_exception(self._lost)
+
+    async def close(self) -> None:
+        self._reading.cancel()
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._writer.wait_closed(), 5)
+
+
 async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
@@ -70,7 +124,7 @@ async def main(args: argparse.Namespace) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server = await asyncio.start_server(serve, "127.0.0.1", args.port)
+    server = await asyncio.start_server(serve, args.host, args.port)
     port = server.sockets[0].getsockname()[1]
     print(f"ready {port} {running()}", flush=True)
     try:
@@ -81,7 +135,10 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free)")
+    ap.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (--netns: the veth's)"
+    )
+    ap.add_argument("--port", type=int, default=0, help="TCP port (0: any free)")
     args = ap.parse_args()
     try:  # the loop the rmi server and the client run on
         import uvloop
