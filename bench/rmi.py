@@ -416,7 +416,7 @@ async def bench(args: argparse.Namespace, peers: Peers) -> int:
     """The measurement, on one host or in --netns's client namespace: the rmi client, the
     grpc channel and the ceiling client in this process, the servers as ``peers`` says.
     Prints the header, the tables and the ratio lines; returns how many cells failed."""
-    import grpc
+    import grpc  # type: ignore[import-untyped]
 
     cancel_on_sigterm()
     shared = args.payloads == "shared"
@@ -528,7 +528,7 @@ async def bench(args: argparse.Namespace, peers: Peers) -> int:
     print("Interests through the forwarder per rmi call: " + ", ".join(per_call))
     print("answers through the memory file per rmi call: " + ", ".join(local))
     if peers.link is not None:
-        print("on the veth per rmi call: " + ", ".join(on_link))
+        print("on the veth per rmi call: " + "; ".join(on_link))
         for line in peers.link.notes(link_moved):
             print(line)
     print(
@@ -608,7 +608,7 @@ if __name__ == "__main__":
 
         run = uvloop.run
     except ImportError:
-        run = asyncio.run
+        run = asyncio.run  # type: ignore[assignment]  # uvloop.run takes fewer options
     if args.netns and not args.inside_netns:
         missing = rmi_netns.preflight()
         if missing:

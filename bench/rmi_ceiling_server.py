@@ -145,5 +145,5 @@ if __name__ == "__main__":
 
         run = uvloop.run
     except ImportError:
-        run = asyncio.run
+        run = asyncio.run  # type: ignore[assignment]  # uvloop.run takes fewer options
     run(main(args))
