@@ -53,9 +53,11 @@ fi
 # the benchmarks' peers (gRPC, bytewax) too: the suite tests the benches' code against them
 extras='test,speed,torch,ray,bench,docs,examples'
 stamp=.venv/.icn-installed
-# the compiled modules' C sources too: a changed source is built again (pip install -e builds them)
-want=$( (cat pyproject.toml; find icn forwarder compute apps -name '*.c' | sort | xargs -r cat; echo "$extras") \
-    | sha256sum | cut -d' ' -f1)
+# the compiled modules' sources too (the C ones, and the Python ones mypyc compiles, listed in
+# pyproject.toml): a changed source is built again (pip install -e builds them, setup.py)
+compiled=$("$PY" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["tool"]["icn"]["compiled"])')
+want=$( (cat pyproject.toml setup.py; find icn forwarder compute apps -name '*.c' | sort | xargs -r cat
+         cat $compiled; echo "$extras") | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap: installing the project into .venv (first run takes about a minute)" >&2
     log=.venv/bootstrap.log

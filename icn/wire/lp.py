@@ -31,6 +31,21 @@ _KNOWN_FIELDS = frozenset(
 )
 
 
+# LpView's fields but the fragment, as its repr shows them (a class compiled by mypyc has no
+# __slots__ to read them from)
+_REPR_FIELDS: tuple[str, ...] = (
+    "sequence",
+    "frag_index",
+    "frag_count",
+    "pit_token",
+    "nack_reason",
+    "incoming_face_id",
+    "next_hop_face_id",
+    "cache_policy",
+    "congestion_mark",
+)
+
+
 class LpView:
     """Fields of one LpPacket.  ``nack_reason`` is None when the packet is not a Nack."""
 
@@ -60,7 +75,7 @@ class LpView:
         self.congestion_mark = 0
 
     def __repr__(self) -> str:
-        fields = {k: getattr(self, k) for k in self.__slots__ if k != "fragment"}
+        fields = {k: getattr(self, k) for k in _REPR_FIELDS}
         size = None if self.fragment is None else len(self.fragment)
         return f"LpView(fragment={size} B, {fields})"
 
