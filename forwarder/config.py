@@ -205,6 +205,13 @@ class ForwarderConfig(Settings):
     tcp_max_packet: int = setting(
         default=T.MAX_PACKET_SIZE, ge=T.MAX_PACKET_SIZE, le=T.MAX_LOCAL_PACKET_SIZE
     )
+    # largest packet on UDP faces, listened or created: NDN's 8800; larger, like jumbo frames,
+    # only where every forwarder on the UDP links is set alike (a peer drops a packet over its
+    # own limit).  The faces' MTU stays: a packet above it goes as NDNLPv2 fragments (65467
+    # bytes each, cut into IP fragments by the kernel), reassembled by the peer
+    udp_max_packet: int = setting(
+        default=T.MAX_PACKET_SIZE, ge=T.MAX_PACKET_SIZE, le=T.MAX_LOCAL_PACKET_SIZE
+    )
     # the trust policy that lets /localhop/nfd/rib commands in; none: they are refused
     localhop_security: LocalhopSecurity | None = None
     metrics: MetricsConfig = setting(default_factory=MetricsConfig)

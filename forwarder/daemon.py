@@ -123,6 +123,7 @@ class ForwarderDaemon:
             on_face_added=self.fw.add_face,
             local_networks=tuple(ipaddress.ip_network(n) for n in config.local_networks),
             tcp_max_packet=config.tcp_max_packet,
+            udp_max_packet=config.udp_max_packet,
         )
         self.mgmt: ManagementFace | None = None
         self.started_at = time.time()

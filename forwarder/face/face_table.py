@@ -40,11 +40,14 @@ class FaceTable:
         on_face_added: Callable[[Face], object] | None = None,
         local_networks: tuple[IpNetwork, ...] | None = None,
         tcp_max_packet: int = T.MAX_PACKET_SIZE,
+        udp_max_packet: int = T.MAX_PACKET_SIZE,
     ) -> None:
         self.counters = counters
         # the largest packet TCP faces carry (the daemon's ``tcp_max_packet``): NDN's 8800
         # unless every TCP peer is configured alike
         self.tcp_max_packet = tcp_max_packet
+        # the same for UDP faces (``udp_max_packet``); above their MTU a packet is fragmented
+        self.udp_max_packet = udp_max_packet
         # IP peers inside these networks get local scope (/localhost traffic, management);
         # None keeps the transports' own rule (loopback only).
         self.local_networks = local_networks
@@ -134,11 +137,13 @@ class FaceTable:
     async def listen(self, uri: str | FaceUri, **options: Any) -> Listener:
         """Start a listener (udp4/udp6/tcp4/tcp6/unix) whose faces join this table.
 
-        ``options`` go to the listener (mtu, send_limit, idle_timeout, max_peers, max_frame).
+        ``options`` go to the listener (mtu, send_limit, idle_timeout, max_peers, max_frame;
+        max_packet on UDP).
         """
         target = parse_face_uri(uri, listening=True) if isinstance(uri, str) else uri
         listener: Listener
         if target.is_udp:
+            options = {"max_packet": self.udp_max_packet, **options}
             listener = UdpListener(target, counters=self.counters, on_face=self.add, **options)
         elif target.is_tcp or target.scheme == "unix":
             options = self._tcp_limits(target, options)
@@ -164,6 +169,7 @@ class FaceTable:
             for listener in self.listeners:
                 if isinstance(listener, UdpListener) and listener.uri.scheme == target.scheme:
                     return await listener.connect(target)
+            options = {"max_packet": self.udp_max_packet, **options}
             return await connect_udp(target, counters=self.counters, on_face=self.add, **options)
         if target.is_tcp or target.scheme == "unix":
             options = self._tcp_limits(target, options)

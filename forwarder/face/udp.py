@@ -8,6 +8,11 @@ the same face; :func:`connect_udp` opens a face on its own socket when there is 
 
 Each peer has its own face, link service and reassembler: one peer's garbage, fragments or
 ICMP errors only count drops and never touch another peer's face or the shared socket.
+
+A face carries packets up to ``max_packet`` (NDN's 8800; the daemon's ``udp_max_packet`` raises
+it for a fabric whose forwarders are all set alike).  Its MTU stays ``DEFAULT_MTU`` (a datagram
+the kernel cuts into IP fragments for the link, as NFD's unicast UDP faces): a packet above it
+leaves as NDNLPv2 fragments, which the peer's link service reassembles.
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ class UdpTransport(Transport):
         mtu: int,
         on_demand: bool,
         send_limit: int,
+        max_packet: int = T.MAX_PACKET_SIZE,
     ) -> None:
         super().__init__(
             local_uri=local_uri,
@@ -79,6 +85,7 @@ class UdpTransport(Transport):
             counters=counters,
             mtu=mtu,
             on_demand=on_demand,
+            max_packet=max_packet,
         )
         self._owner = owner
         self._addr = addr  # None on a connected socket
@@ -170,6 +177,7 @@ class UdpListener(_UdpSocket):
         send_limit: int = DEFAULT_SEND_LIMIT,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         max_peers: int = DEFAULT_MAX_PEERS,
+        max_packet: int = T.MAX_PACKET_SIZE,
     ) -> None:
         self.uri = parse_face_uri(uri, listening=True) if isinstance(uri, str) else uri
         if not self.uri.is_udp:
@@ -180,6 +188,9 @@ class UdpListener(_UdpSocket):
         self.send_limit = send_limit
         self.idle_timeout = idle_timeout
         self.max_peers = max_peers
+        # the largest packet its faces carry (the daemon's ``udp_max_packet``), fragmented
+        # above ``mtu``
+        self.max_packet = max_packet
         self.local_uri = str(self.uri)
         # keyed by (host, port): IPv6 source tuples also carry flow info and scope id
         self._peers: dict[Addr, UdpTransport] = {}
@@ -266,6 +277,7 @@ class UdpListener(_UdpSocket):
             mtu=self.mtu,
             on_demand=on_demand,
             send_limit=self.send_limit,
+            max_packet=self.max_packet,
         )
         self._peers[(host, port)] = transport
         face = Face(transport)
@@ -341,6 +353,7 @@ async def connect_udp(
     on_face: Callable[[Face], object] | None = None,
     mtu: int = DEFAULT_MTU,
     send_limit: int = DEFAULT_SEND_LIMIT,
+    max_packet: int = T.MAX_PACKET_SIZE,
 ) -> Face:
     """A persistent face to ``udp4://host:port`` on its own connected socket."""
     target = parse_face_uri(uri) if isinstance(uri, str) else uri
@@ -368,6 +381,7 @@ async def connect_udp(
         mtu=mtu,
         on_demand=False,
         send_limit=send_limit,
+        max_packet=max_packet,
     )
     client.transport = transport
     face = Face(transport)

@@ -158,3 +158,15 @@ def test_a_duration_with_units_in_a_milliseconds_field_is_converted_for_the_user
     assert "tables.dnl_lifetime_ms: a whole number of milliseconds; write 6000 for '6s'" in msg
     # a bare number is milliseconds here: no seconds-based hint for it
     assert "tick_ms: Input should be a valid integer" in msg and "write 1500" not in msg
+
+
+def test_udp_max_packet_defaults_to_ndn_size_and_reaches_the_face_table() -> None:
+    from forwarder.daemon import ForwarderDaemon
+    from icn.wire import tlv_types as T
+
+    assert config_from_dict({}).udp_max_packet == T.MAX_PACKET_SIZE
+    config = config_from_dict({"udp_max_packet": 128 << 10})
+    assert ForwarderDaemon(config).faces.udp_max_packet == 128 << 10
+    for value in (T.MAX_PACKET_SIZE - 1, T.MAX_LOCAL_PACKET_SIZE + 1, "big"):
+        with pytest.raises(ConfigError, match="udp_max_packet"):
+            config_from_dict({"udp_max_packet": value})
