@@ -4,6 +4,10 @@ Only UDP and TCP faces can be created by command (as with NFD; Unix faces are ma
 connecting).  A create for a remote URI that already has a face answers 409 with that face in
 the body, which clients treat as "exists".  The management face (id 1) is listed but can be
 neither destroyed nor updated.
+
+The datasets report each face's largest packet in NFD's ``Mtu`` field (FaceStatus TLV 0x89):
+what NFD means by it (the largest network-layer packet the face sends, fragmentation included),
+without NFD's cap at 8800.
 """
 
 from __future__ import annotations
@@ -91,6 +95,11 @@ def _face_status(st: dict[str, Any], persistency: int) -> FaceStatus:
     fs.face_scope = 1 if st["is_local"] else 0
     fs.face_persistency = persistency
     fs.link_type = 0  # all our faces are point-to-point
+    if "max_packet" in st:
+        # NFD's Mtu: the largest network-layer packet the face sends (NFD caps it at 8800, its
+        # largest packet; ours may be larger: local faces, tcp_max_packet, udp_max_packet).
+        # Apps learn their path's limit from it (icn.dataplane.path_limit).
+        fs.mtu = st["max_packet"]
     for field in ("n_in_interests", "n_in_data", "n_in_nacks", "n_out_interests", "n_out_data"):
         setattr(fs, field, st.get(field, 0))
     fs.n_out_nacks = st.get("n_out_nacks", 0)
@@ -208,7 +217,9 @@ def install(dispatcher: Dispatcher, ctx: Managed) -> None:
             "is_local": True,
         }
         rows = [_face_status(mgmt, PERMANENT)]
-        rows += [_face_status(f.status(), _persistency(f, permanent)) for f in ctx.faces]
+        for f in ctx.faces:
+            st = {**f.status(), "max_packet": f.link.max_packet}
+            rows.append(_face_status(st, _persistency(f, permanent)))
         msg.face_status = [fs for fs in rows if _matches(fs, flt)]
         return bytes(msg.encode())
 

@@ -1,7 +1,8 @@
 """Packet sizes against a real forwarder in this process: local faces (Unix socket, in-memory)
-carry packets up to MAX_LOCAL_PACKET_SIZE, network faces (TCP, UDP) keep NDN's 8800 bytes.  A
-packet too large for the face it should leave by is dropped and counted (face.drop_oversize);
-one received over the limit is dropped (face.oversize), on a stream with its connection."""
+carry packets up to MAX_LOCAL_PACKET_SIZE, network faces (TCP, UDP) keep NDN's 8800 bytes unless
+tcp_max_packet or udp_max_packet raise it.  A packet too large for the face it should leave by
+is dropped and counted (face.drop_oversize); one received over the limit is dropped
+(face.oversize), on a stream with its connection."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.inproc import attach_endpoint
+from apps.inproc import add_route, attach_endpoint
 from forwarder.config import config_from_dict
 from forwarder.daemon import ForwarderDaemon
 from forwarder.face.stream import MAX_FRAME_SIZE, MAX_LOCAL_FRAME_SIZE
@@ -249,3 +250,37 @@ def test_tcp_max_packet_outside_its_range_names_the_field() -> None:
     for value in (T.MAX_PACKET_SIZE - 1, T.MAX_LOCAL_PACKET_SIZE + 1):
         with pytest.raises(ConfigError, match="tcp_max_packet"):
             config_from_dict({"tcp_max_packet": value})
+
+
+async def test_udp_faces_carry_larger_packets_where_udp_max_packet_allows(
+    workdir: Path, endpoints: list[Endpoint]
+) -> None:
+    """``udp_max_packet`` in two forwarders (a fabric set alike): a Data above the UDP face's
+    MTU crosses as NDNLPv2 fragments and arrives whole, the consumer's path limit says the
+    new size, and a Data over it is still dropped and counted."""
+    from icn.dataplane.path_limit import path_packet_limit
+
+    limit = 128 << 10
+    daemons = []
+    for name in ("near", "far"):
+        listen = {"unix": str(workdir / f"{name}.sock"), "udp": ["127.0.0.1:0"]}
+        daemon = ForwarderDaemon(config_from_dict({"listen": listen, "udp_max_packet": limit}))
+        await daemon.start()
+        daemons.append(daemon)
+    near, far = daemons
+    try:
+        face = await near.faces.connect(uri_of(far, "udp"))
+        add_route(near, "/big", face.face_id)
+        producer = await open_ep(far, "unix", endpoints)
+        consumer = await open_ep(near, "unix", endpoints)
+        await producer.serve("/big", sized_producer([]))
+        assert await path_packet_limit(consumer, from_uri("/big/f")) == limit
+        got = await consumer.express("/big/100000/a", timeout=5, retries=0)
+        assert len(got.wire) == 100_000
+        assert face.link.stats.n_in_data == 1 and face.transport.in_bytes > 100_000
+        with pytest.raises(InterestTimeout):
+            await consumer.express(f"/big/{limit + 1}/b", lifetime_ms=300, retries=0)
+        assert far.counters["face.drop_oversize"] == 1
+    finally:
+        for daemon in daemons:
+            await daemon.stop()
