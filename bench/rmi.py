@@ -41,10 +41,11 @@ measuring loop, the rmi client, the grpc channel, the ceiling client) runs with 
 its own in one network namespace, the three servers and the rmi server's forwarder in another,
 joined by one veth pair (MTU 1500): rmi goes client -> its forwarder -> a UDP face across the
 veth -> the server's forwarder -> the rmi server; grpc and the ceiling go over TCP across the
-veth.  Payloads are in the packets (no memory file between hosts), and a path with a network
-face carries packets up to NDN's 8800 B, so a 64 KiB payload goes as segments; a line says what
-crossed the veth per rmi call: NDN packets, the UDP datagrams that carried them (more datagrams
-than packets would be NDNLPv2 fragments) and the IP fragments the kernel cut them into.
+veth.  Payloads are in the packets (no memory file between hosts); both forwarders' UDP faces
+carry packets up to 128 KiB (udp_max_packet, a fabric set alike), so a 64 KiB call is one
+Interest and one Data, where NDN's 8800 B would make it segments; a line says what crossed the
+veth per rmi call: NDN packets, the UDP datagrams that carried them (more datagrams than packets
+are NDNLPv2 fragments) and the IP fragments the kernel cut them into.
 
 Run: .venv/bin/python bench/rmi.py [--quick] [--duration 3] [--rounds 3] [--concurrency 1,64]
      [--payloads shared|packets] [--grpc-loop auto|asyncio] [--netns]

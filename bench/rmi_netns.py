@@ -15,6 +15,12 @@ child inside the client namespace, whose output is the benchmark's.  The child f
 in a spec file (:class:`Spec`).  Everything is stopped by PID and the namespaces deleted on
 every way out (end, failure, ^C, SIGTERM).
 
+Both forwarders carry packets up to ``UDP_MAX_PACKET`` on their UDP faces (``udp_max_packet``:
+jumbo packets, a fabric whose forwarders are all set alike, as bench/allreduce_net.py's
+``tcp_max_packet``), so a 64 KiB call's arguments ride whole in its Interest and its result in
+its Data: one of each on the veth, each cut into two NDNLPv2 fragments (the UDP faces' MTU,
+65467) and those into IP fragments by the kernel, instead of 8800-byte segments.
+
 The child reads the forwarders' counters by SIGUSR1 and their logs (:class:`LoggedForwarder`),
 and what crossed the veth (:class:`Link`) from the kernel's counters of each namespace (read
 through /proc/<forwarder pid>/net/snmp) and the forwarders' UDP faces (faces/list).
@@ -48,6 +54,10 @@ from icn.dataplane.endpoint import Endpoint
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT, SERVER = "client", "server"
 PORT = 6363
+# the forwarders' udp_max_packet: a 64 KiB call's arguments or result whole in one packet with
+# room for its name, envelope and signature (the rmi client keeps 1 KiB of a packet for those);
+# a power of two with headroom rather than the bare minimum (about 66 KiB)
+UDP_MAX_PACKET = 128 << 10
 
 
 def preflight() -> str | None:
@@ -74,6 +84,7 @@ class Spec:
     server_addr: str
     face_uri: str  # the client forwarder's face to the server's
     mtu: int  # the veth's
+    udp_max_packet: int  # the forwarders'
     rmi_ready: str  # the servers' output once ready (their ports and event loops)
     grpc_ready: str
     ceiling_ready: str
@@ -93,7 +104,9 @@ class Spec:
         return (
             f"--netns: two network namespaces (icn-{self.run_id}-client, -server) joined by one "
             f"veth pair (MTU {self.mtu}), a forwarder in each, a UDP face between them "
-            f"({self.face_uri}); grpc and the ceiling over TCP across the same veth"
+            f"({self.face_uri}; udp_max_packet {self.udp_max_packet} in both forwarders, a "
+            f"fabric set alike: larger packets in NDNLPv2 fragments); grpc and the ceiling over "
+            f"TCP across the same veth"
         )
 
 
@@ -253,12 +266,23 @@ def launch(
         def start(node: str, name: str, argv: list[str]) -> Child:
             return group.start(name, backend.argv_for(node, argv), env)
 
+        # jumbo packets on the UDP faces: both forwarders set alike
+        fwd_config = run_dir / "fwd.json"
+        fwd_config.write_text(json.dumps({"udp_max_packet": UDP_MAX_PACKET}))
         fwds = {
             node: start(
                 node,
                 f"fwd-{node}",
                 icn_argv(
-                    "fwd", "--unix", str(sock), "--udp", f"0.0.0.0:{PORT}", "--log-level", "info"
+                    "fwd",
+                    "--config",
+                    str(fwd_config),
+                    "--unix",
+                    str(sock),
+                    "--udp",
+                    f"0.0.0.0:{PORT}",
+                    "--log-level",
+                    "info",
                 ),
             )
             for node, sock in socks.items()
@@ -281,6 +305,7 @@ def launch(
             server_addr=server_addr,
             face_uri=face_uri,
             mtu=mtu,
+            udp_max_packet=UDP_MAX_PACKET,
             rmi_ready=srv.output(),
             grpc_ready=gsrv.output(),
             ceiling_ready=csrv.output(),
