@@ -49,6 +49,20 @@ DEFAULT_CONGESTION_THRESHOLD = 1 << 16
 DEFAULT_CONGESTION_INTERVAL = 0.1
 
 
+# FaceStats's counters, as as_dict names them (a class compiled by mypyc has no __slots__ to
+# read them from)
+_STATS_FIELDS = (
+    "n_congestion_marked",
+    "n_in_data",
+    "n_in_interests",
+    "n_in_nacks",
+    "n_out_data",
+    "n_out_interests",
+    "n_out_nacks",
+    "n_timed_out_interests",
+)
+
+
 class FaceStats:
     """Per-face packet counters: the NFD FaceStatus fields (bytes are counted by the transport)
     and, as NFD's link service keeps it, the number of packets this face congestion-marked.
@@ -60,16 +74,7 @@ class FaceStats:
     dropped, never forwarded), so counting it again on the packet path would cost for nothing.
     """
 
-    __slots__ = (
-        "n_congestion_marked",
-        "n_in_data",
-        "n_in_interests",
-        "n_in_nacks",
-        "n_out_data",
-        "n_out_interests",
-        "n_out_nacks",
-        "n_timed_out_interests",
-    )
+    __slots__ = _STATS_FIELDS
 
     def __init__(self) -> None:
         self.n_in_interests = 0
@@ -86,7 +91,7 @@ class FaceStats:
         return self.n_out_data
 
     def as_dict(self) -> dict[str, int]:
-        out = {name: getattr(self, name) for name in self.__slots__}
+        out = {name: getattr(self, name) for name in _STATS_FIELDS}
         out["n_satisfied_interests"] = self.n_out_data
         return out
 
@@ -114,8 +119,9 @@ class LinkService:
         reassembly_timeout: float = 0.5,
         queue_length: Callable[[], int] = _unknown_queue,
         queue_capacity: int = -1,
-        congestion_threshold: int = DEFAULT_CONGESTION_THRESHOLD,
-        congestion_interval: float = DEFAULT_CONGESTION_INTERVAL,
+        # (object: checked by configure_congestion, which names a bad value)
+        congestion_threshold: object = DEFAULT_CONGESTION_THRESHOLD,
+        congestion_interval: object = DEFAULT_CONGESTION_INTERVAL,
     ) -> None:
         self.face_id = 0
         self.sink: PacketSink | None = None
@@ -145,7 +151,7 @@ class LinkService:
         self._n_marked = 0  # marks in the current incident
         self.configure_congestion(congestion_threshold, congestion_interval)
 
-    def configure_congestion(self, threshold: int, interval: float) -> None:
+    def configure_congestion(self, threshold: object, interval: object) -> None:
         """Mark packets sent while more than ``threshold`` bytes are queued (capped at half the
         queue's capacity, as NFD does), the first of an incident at most once per ``interval``
         seconds.  ConfigError names the bad value."""

@@ -443,7 +443,8 @@ class AsfStrategy(Strategy):
         """The hop to probe now: one owed a probe (:meth:`_app_nack`), else the one probed
         longest ago (never probed first), skipping failed hops still backing off and congested
         ones; marked probed, and in ``info`` as this Interest's probe."""
-        candidates = [h for h in hops if h is not best and not h[2].backing_off(now)]
+        # (by face: a compiled build passes tuples by value, so `is` cannot tell them apart)
+        candidates = [h for h in hops if h[1] is not best[1] and not h[2].backing_off(now)]
         if not candidates:
             return None
         owed, ns.owed_probe = ns.owed_probe, None

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from forwarder.fw.retx_suppression import RetxDecision, RetxSuppressionExponential
 from forwarder.fw.strategy import InterestContext, Strategy
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from forwarder.table.pit import PitEntry
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the usual base of a strategy of one's own
 class BestRouteStrategy(Strategy):
     name = "best-route"
     version = 5

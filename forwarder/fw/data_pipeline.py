@@ -11,7 +11,7 @@ for the slower ones' late answers), then dropped.
 from __future__ import annotations
 
 from forwarder.fw.forwarder_base import LOCALHOST
-from forwarder.fw.reflexive import ReflexivePipeline
+from forwarder.fw.nack_pipeline import NackPipeline
 from forwarder.fw.strategy import watcher_of
 from forwarder.table.pit import PitEntry
 from icn.errors import DecodeError
@@ -21,7 +21,7 @@ from icn.wire.packet import parse_data
 from icn.wire.reflexive import REFLEXIVE_FIRST_OCTET
 
 
-class DataPipeline(ReflexivePipeline):
+class DataPipeline(NackPipeline):
     def receive_data(self, face_id: int, wire: bytes, lp: LpView | None) -> None:
         counters = self.counters
         counters["fw.in_data"] += 1

@@ -3,8 +3,10 @@
 Faces hand packets in through the :class:`~forwarder.face_api.PacketSink` methods and the
 pipelines answer by calling :class:`~forwarder.face_api.FaceLike` send methods; time comes from
 one injected clock, and the daemon calls :meth:`Forwarder.tick` every 10-50 ms.  Each incoming
-pipeline lives in its own module and is mixed in here (``interest_pipeline``, ``data_pipeline``,
-``nack_pipeline``); the tables and the outgoing pipelines are in ``forwarder_base``, the
+pipeline lives in its own module, one class on the other in a single line (``reflexive``, then
+``nack_pipeline``, ``data_pipeline``, ``interest_pipeline``, then this class), not mixed in
+side by side: mypyc compiles these modules (pyproject.toml ``[tool.icn] compiled``) and its
+classes take one base.  The tables and the outgoing pipelines are in ``forwarder_base``, the
 reflexive forwarding rules the Interest and Data pipelines apply in ``reflexive``.
 
 Every drop and every pipeline action counts under "fw.<event>" in the shared counter bag.  Bad
@@ -15,15 +17,13 @@ callback and an exception there would kill the connection.
 from __future__ import annotations
 
 from forwarder.face_api import FaceLike
-from forwarder.fw.data_pipeline import DataPipeline
 from forwarder.fw.interest_pipeline import InterestPipeline
-from forwarder.fw.nack_pipeline import NackPipeline
 from forwarder.fw.strategy import watcher_of
 from forwarder.table.fib import prefix_depth
 from icn.errors import ConfigError, DecodeError
 
 
-class Forwarder(InterestPipeline, DataPipeline, NackPipeline):
+class Forwarder(InterestPipeline):
     """One forwarding engine (implements ``PacketSink``).
 
     ``Forwarder(limits, counters, clock, default_strategy)``: see ``ForwarderBase``.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from os import urandom
 
+from forwarder.fw.data_pipeline import DataPipeline
 from forwarder.fw.forwarder_base import LOCALHOP, LOCALHOST
-from forwarder.fw.reflexive import ReflexivePipeline
 from forwarder.fw.strategy import InterestContext
 from icn.errors import DecodeError
 from icn.wire import tlv_types as T
@@ -21,7 +21,7 @@ from icn.wire.packet import parse_interest
 COMP_REFLEXIVE = T.COMP_REFLEXIVE
 
 
-class InterestPipeline(ReflexivePipeline):
+class InterestPipeline(DataPipeline):
     def receive_interest(self, face_id: int, wire: bytes, lp: LpView | None) -> None:
         counters = self.counters
         counters["fw.in_interest"] += 1

@@ -8,7 +8,7 @@ strategy's choice (wait for other upstreams, or Nack the downstreams).
 
 from __future__ import annotations
 
-from forwarder.fw.forwarder_base import ForwarderBase
+from forwarder.fw.reflexive import ReflexivePipeline
 from icn.errors import DecodeError
 from icn.wire import tlv_types as T
 from icn.wire.lp import LpView
@@ -17,7 +17,7 @@ from icn.wire.packet import parse_interest
 _KNOWN_REASONS = frozenset((T.NACK_CONGESTION, T.NACK_DUPLICATE, T.NACK_NO_ROUTE))
 
 
-class NackPipeline(ForwarderBase):
+class NackPipeline(ReflexivePipeline):
     def receive_nack(self, face_id: int, interest_wire: bytes, lp: LpView) -> None:
         counters = self.counters
         counters["fw.in_nack"] += 1

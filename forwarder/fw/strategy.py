@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from icn.errors import ConfigError
 from icn.wire import tlv_types as T
 
@@ -82,6 +84,9 @@ class InterestContext:
         return face.face_id != self.ingress.face_id and (self.nonlocal_ok or face.is_local)
 
 
+# a strategy of one's own may subclass this in plain Python (STRATEGIES), also where the
+# forwarder is compiled (pyproject.toml [tool.icn] compiled)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Strategy:
     """Base class of forwarding strategies.  Subclasses set ``name`` and implement
     :meth:`after_receive_interest`; the default Nack handling is NFD's ``processNack``.

@@ -279,22 +279,31 @@ def test_pipelines_tell_a_watching_strategy_how_its_interests_end(
     assert watcher_of(next(e for e in net.fw.pit if e.name == from_uri("/b"))) is None
 
 
-def test_a_strategy_may_send_elsewhere_after_the_last_nack() -> None:
+def test_a_strategy_may_send_elsewhere_after_the_last_nack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The Nack pipeline ends the entry only if the strategy left nothing pending."""
     net = Net(n_faces=5)
-    net.route("/a", 3)
     w = interest("/a", 1)
-    net.interest(1, w)
-    entry = next(iter(net.fw.pit))
-    strategy = net.fw.strategy_choice.find(entry.name, entry.name_ends)
     sent_on: list[int] = []
 
-    def resend(entry: PitEntry, ingress_id: int, reason: int, now: float) -> None:
-        ctx = InterestContext(net.faces[1], w, nonce(1), 4000, True, now)
-        strategy.send_interest(entry, net.faces[4], ctx)
-        sent_on.append(4)
+    class Resend(BestRouteStrategy):
+        """Sends to face 4 on the last Nack, as a strategy trying elsewhere would."""
 
-    strategy.after_receive_nack = resend  # type: ignore[method-assign]
+        name = "resend"
+        version = 1
+
+        def after_receive_nack(
+            self, entry: PitEntry, ingress_id: int, reason: int, now: float
+        ) -> None:
+            ctx = InterestContext(net.faces[1], w, nonce(1), 4000, True, now)
+            self.send_interest(entry, net.faces[4], ctx)
+            sent_on.append(4)
+
+    monkeypatch.setitem(STRATEGIES, "resend", Resend)
+    net.route("/a", 3)
+    net.fw.set_strategy(from_uri("/a"), "/localhost/nfd/strategy/resend/v=1")
+    net.interest(1, w)
     net.nack(3, w, T.NACK_NO_ROUTE)
     net.fw.tick()
     assert sent_on == [4] and len(net.fw.pit) == 1  # still waiting for 4
