@@ -24,7 +24,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from compute.rmi.errors import BadArguments
 from compute.rmi.local import LocalFile, LocalProof
@@ -146,11 +146,11 @@ MAX_WAITING_REPEATS = 8
 class SessionCheck:
     """Why a session call is refused (the values of :meth:`SessionTable.check`)."""
 
-    OK = "ok"
-    UNKNOWN = "unknown"  # no such session here (expired, or the server restarted)
-    FORGED = "forged"  # not signed by the session's key, or not a session signature
-    STALE = "stale"  # SignatureTime too far from the server's clock, or no time or nonce
-    REPLAY = "replay"  # a sequence number seen before (or too old to tell)
+    OK: Final = "ok"
+    UNKNOWN: Final = "unknown"  # no such session here (expired, or the server restarted)
+    FORGED: Final = "forged"  # not signed by the session's key, or not a session signature
+    STALE: Final = "stale"  # SignatureTime too far from the server's clock, or no time or nonce
+    REPLAY: Final = "replay"  # a sequence number seen before (or too old to tell)
 
 
 class SessionTable:
