@@ -71,7 +71,7 @@ class Fragmenter:
         """
         if not packet:
             raise EncodeError("cannot fragment an empty packet")
-        if _RESERVED & lp_fields.keys():
+        if not _RESERVED.isdisjoint(lp_fields):
             raise EncodeError("sequence, frag_index and frag_count are set by the Fragmenter")
         fields = _active(lp_fields)
         single = encode_lp(packet, **fields) if fields else packet
