@@ -11,8 +11,9 @@ as ``LpPacket{PitToken, CongestionMark, Fragment}`` for Data with a token or mar
 ``LpPacket{Nack, Fragment=Interest}`` for Nacks.  A transport with a finite MTU (UDP) gets
 fragments when a packet does not fit; stream transports have no MTU and never fragment.
 
-Each face has a largest packet (its transport's ``max_packet``: 8800 bytes on UDP and TCP, 4 MiB
-on Unix and in-memory faces).  A larger packet is neither sent nor fragmented but dropped and
+Each face has a largest packet (its transport's ``max_packet``: 8800 bytes on UDP and TCP unless
+the daemon's ``udp_max_packet`` / ``tcp_max_packet`` raise it, 4 MiB on Unix and in-memory
+faces).  A larger packet is neither sent nor fragmented but dropped and
 counted as "face.drop_oversize" (a packet from a local app that cannot leave the host); a larger
 one received, whole or reassembled, is dropped as "face.oversize".
 

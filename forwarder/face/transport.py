@@ -43,7 +43,8 @@ class Transport(ABC):
         # None = unlimited (stream faces); datagram transports fragment above this size
         self.mtu = mtu
         # largest Interest/Data the face sends or accepts: NDN's 8800 on network links (UDP,
-        # TCP), MAX_LOCAL_PACKET_SIZE on links that stay on the host (Unix, in-memory)
+        # TCP; more where the daemon's udp_/tcp_max_packet raise it for a fabric set alike),
+        # MAX_LOCAL_PACKET_SIZE on links that stay on the host (Unix, in-memory)
         self.max_packet = max_packet
         # created by a listener for a peer that showed up (NFD's "on-demand" persistency)
         self.on_demand = on_demand
