@@ -28,6 +28,7 @@ from forwarder.face.transport import Transport
 from forwarder.face.uri import FaceUri, format_ip_uri, is_loopback, parse_face_uri
 from forwarder.face_api import Counters
 from icn.errors import FaceError
+from icn.sockbuf import grow_buffer
 from icn.wire import tlv_types as T
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,6 @@ DEFAULT_SEND_LIMIT = 1 << 20
 # busy overflows it, and every datagram the kernel drops costs its consumer a whole Interest
 # lifetime.  The kernel caps the request at net.core.rmem_max.
 DEFAULT_RECV_BUFFER = 4 << 20
-SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux's option number
 DEFAULT_IDLE_TIMEOUT = 600.0
 # Bounds the faces a flood of spoofed source addresses can create on one listener.
 DEFAULT_MAX_PEERS = 4096
@@ -127,11 +127,7 @@ def grow_receive_buffer(sock: Any, size: int) -> int:
     """Ask for a receive queue of ``size`` bytes on ``sock``; returns what the kernel granted
     (Linux reports twice the bytes it accounts), logged when capped below the request."""
     try:
-        try:  # root (CAP_NET_ADMIN) may pass net.core.rmem_max: a forwarder usually runs so
-            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
-        except OSError:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
-        granted = int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        granted = grow_buffer(sock, size, send=False)
     except OSError as exc:  # not fatal: the default queue works, it only drops bursts
         log.warning("cannot set the UDP receive buffer to %d bytes: %s", size, exc)
         return 0

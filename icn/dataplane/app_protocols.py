@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from icn.dataplane.client_conf import TransportAddr
+from icn.sockbuf import grow_unix_send_buffer
 from icn.wire import tlv_types as T
 from icn.wire.framer import TlvFramer
 from icn.wire.tlv import Buffer
@@ -36,6 +37,7 @@ class StreamProtocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.ep._transport = transport
+        grow_unix_send_buffer(transport.get_extra_info("socket"))
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.framer.get_buffer(sizehint)

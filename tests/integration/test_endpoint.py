@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ from icn.errors import (
     InterestTimeout,
     TooManyPending,
 )
+from icn.sockbuf import UNIX_SEND_BUFFER
 from icn.wire import tlv_types as T
 from icn.wire.encode import make_data, make_interest
 from icn.wire.lp import encode_lp, encode_nack, parse_lp
@@ -99,6 +101,25 @@ async def test_express_and_serve_over_each_transport(kind: str, connect: Connect
     signed = await consumer.express("/p/s", signed=True, app_params=b"args", timeout=5)
     assert signed.name[: len(from_uri("/p/s"))] == from_uri("/p/s")
     assert producer.counters["in_interest"] == 2 and consumer.counters["in_data"] == 2
+
+
+async def test_unix_endpoint_asks_for_a_send_buffer_of_a_few_segments(connect: Connect) -> None:
+    # the default (208 KiB) made each 1 MiB segment five wake-ups of the forwarder
+    # (bench/bulk.py 495 -> 600-630 MB/s); TCP keeps the kernel's own tuning
+    unix, tcp = await connect("unix"), await connect("tcp")
+
+    def sndbuf(ep: Endpoint) -> int:
+        sock = cast(asyncio.Transport, ep._transport).get_extra_info("socket")
+        return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
+
+    # Linux reports twice what it accounts; without CAP_NET_ADMIN, wmem_max caps the request
+    cap = UNIX_SEND_BUFFER if os.geteuid() == 0 else min(UNIX_SEND_BUFFER, wmem_max())
+    assert sndbuf(unix) >= 2 * cap
+    assert sndbuf(tcp) < 2 * UNIX_SEND_BUFFER  # TCP's own (net.ipv4.tcp_wmem), left alone
+
+
+def wmem_max() -> int:
+    return int(Path("/proc/sys/net/core/wmem_max").read_text())
 
 
 async def test_signed_interest_reaches_the_producer_intact(connect: Connect) -> None:
