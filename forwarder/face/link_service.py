@@ -264,7 +264,9 @@ class LinkService:
         reassembler = self._reassembler
         if reassembler is None:
             reassembler = self._reassembler = Reassembler(
-                timeout=self._reassembly_timeout, counters=self._counters
+                timeout=self._reassembly_timeout,
+                counters=self._counters,
+                max_message=self.max_packet,
             )
         return reassembler.receive(lp, self._clock())
 

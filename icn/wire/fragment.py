@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
-from typing import Any
+from typing import Any, Final
 
 from icn.errors import EncodeError
+from icn.wire import tlv_types as T
 from icn.wire.lp import LpView, encode_lp
 from icn.wire.tlv import encode_nni, encode_varnum, read_tl
 
@@ -23,6 +24,11 @@ _SEQ_MASK = (1 << 64) - 1
 _RESERVED = frozenset(("sequence", "frag_index", "frag_count"))
 # Sequence TLV: type, length, fixed 8 octets.
 _SEQUENCE_SIZE = 10
+# A Reassembler's bounds in octets (see Reassembler): the largest message by default (NDN's
+# largest packet; a face passes its own), and what all partial messages together may hold.
+MAX_MESSAGE: Final = T.MAX_PACKET_SIZE
+MESSAGES_HELD: Final = 8
+BYTES_FLOOR: Final = 1 << 20
 
 
 def _lp_size(header_len: int, payload: int) -> int:
@@ -122,12 +128,13 @@ def _header_value_len(fields: dict[str, Any]) -> int:
 class _Partial:
     """Pieces of one message received so far."""
 
-    __slots__ = ("count", "first", "pieces", "received", "touched")
+    __slots__ = ("count", "first", "pieces", "received", "size", "touched")
 
     def __init__(self, count: int, now: float) -> None:
         self.count = count
         self.pieces: list[bytes | None] = [None] * count
         self.received = 0
+        self.size = 0  # octets of the pieces held
         self.first: LpView | None = None
         self.touched = now
 
@@ -137,11 +144,24 @@ class Reassembler:
 
     Partial messages live in a dict ordered by last accepted piece, so the front is always the
     stalest: expiry and eviction pop from the front without scanning.  Like NFD, each accepted
-    piece restarts the message's timeout, so a slow link that keeps delivering is not cut off;
-    ``max_pending`` bounds the memory a peer can pin.
+    piece restarts the message's timeout, so a slow link that keeps delivering is not cut off.
+    What a peer can pin is bounded in messages (``max_pending``) and in octets: a message whose
+    pieces pass ``max_message`` (the largest packet the face takes) is dropped as soon as they
+    do, and the pieces of all messages together stay within ``max_bytes`` (the stalest messages
+    are evicted to make room).  Counts alone let a peer pin max_pending x max_frag_count
+    datagrams, gigabytes with 64 KiB pieces.
     """
 
-    __slots__ = ("_pending", "counters", "max_frag_count", "max_pending", "timeout")
+    __slots__ = (
+        "_held",
+        "_pending",
+        "counters",
+        "max_bytes",
+        "max_frag_count",
+        "max_message",
+        "max_pending",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -149,12 +169,26 @@ class Reassembler:
         max_frag_count: int = 400,
         max_pending: int = 256,
         counters: Counter[str] | None = None,
+        max_message: int = MAX_MESSAGE,
+        max_bytes: int | None = None,
     ) -> None:
         self.timeout = timeout
         self.max_frag_count = max_frag_count
         self.max_pending = max_pending
+        self.max_message = max_message
+        # room for a few messages at their largest, and never less than a megabyte (small
+        # packets from many senders interleave)
+        self.max_bytes = (
+            max(BYTES_FLOOR, MESSAGES_HELD * max_message) if max_bytes is None else max_bytes
+        )
         self.counters: Counter[str] = counters if counters is not None else Counter()
         self._pending: dict[int, _Partial] = {}
+        self._held = 0  # octets of pieces held, over every partial message
+
+    @property
+    def held(self) -> int:
+        """Octets of fragments held in partial messages."""
+        return self._held
 
     @property
     def pending(self) -> int:
@@ -184,10 +218,12 @@ class Reassembler:
             self._drop("no_sequence")
             return None
         key = (lp.sequence - index) & _SEQ_MASK
-        partial = self._pending.get(key)
+        piece = lp.fragment
+        pending = self._pending
+        partial = pending.get(key)
         if partial is None:
-            while len(self._pending) >= self.max_pending:
-                del self._pending[next(iter(self._pending))]
+            while len(pending) >= self.max_pending:
+                self._forget(next(iter(pending)))
                 self.counters["reassembly.too_many_pending"] += 1
             partial = _Partial(count, now)
         elif partial.count != count:
@@ -197,17 +233,34 @@ class Reassembler:
             self._drop("duplicate")
             return None
         else:
-            del self._pending[key]  # re-inserted below, at the young end of the age order
-        partial.pieces[index] = lp.fragment
+            del pending[key]  # re-inserted below, at the young end of the age order
+        size = partial.size + len(piece)
+        if size > self.max_message:  # larger than any packet the face takes: never whole
+            self._held -= partial.size
+            self._drop("too_large")
+            return None
+        if partial.received + 1 == count:  # complete: its pieces leave as one packet
+            self._held -= partial.size
+            partial.pieces[index] = piece
+            if index == 0:
+                partial.first = lp
+            assert partial.first is not None  # every index is in, so index 0 is too
+            return b"".join(p for p in partial.pieces if p is not None), partial.first
+        while pending and self._held + len(piece) > self.max_bytes:
+            self._forget(next(iter(pending)))  # the stalest message makes room
+            self.counters["reassembly.over_budget"] += 1
+        partial.pieces[index] = piece
         partial.received += 1
+        partial.size = size
         partial.touched = now
+        self._held += len(piece)
         if index == 0:
             partial.first = lp
-        if partial.received < count:
-            self._pending[key] = partial
-            return None
-        assert partial.first is not None  # every index is in, so index 0 is too
-        return b"".join(p for p in partial.pieces if p is not None), partial.first
+        pending[key] = partial
+        return None
+
+    def _forget(self, key: int) -> None:
+        self._held -= self._pending.pop(key).size
 
     def expire(self, now: float) -> int:
         """Drop partial messages with no new piece for ``timeout`` seconds; return how many."""
@@ -217,7 +270,7 @@ class Reassembler:
             key = next(iter(pending))
             if now - pending[key].touched <= self.timeout:
                 break
-            del pending[key]
+            self._forget(key)
             dropped += 1
         if dropped:
             self.counters["reassembly.timeout"] += dropped

@@ -187,6 +187,17 @@ def test_fragments_out_of_order_and_missing() -> None:
     assert len(link.sink_b.data) == 1
 
 
+def test_fragments_of_a_message_past_the_faces_largest_packet_are_not_kept() -> None:
+    link = Link(mtu=150)
+    link.b.link.max_packet = 600  # the receiving face's limit; the message is 1000+
+    big = make_data(from_uri("/x"), b"z" * 1000)
+    link.a.send_data(big)
+    link.run()
+    assert link.sink_b.data == []
+    # dropped by the reassembler once its pieces passed 600 octets, not held until whole
+    assert link.counters["reassembly.too_large"] >= 1
+
+
 @pytest.mark.parametrize(
     ("wire", "counter"),
     [

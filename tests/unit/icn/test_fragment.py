@@ -229,3 +229,34 @@ def test_hand_made_views_never_raise() -> None:
     assert reassembler.counters == Counter(
         {"reassembly.bad_frag_index": 1, "reassembly.no_sequence": 1, "reassembly.no_fragment": 1}
     )
+
+
+def test_a_message_past_the_largest_packet_is_dropped_as_soon_as_it_is() -> None:
+    # counts alone let a peer pin max_pending x max_frag_count pieces: gigabytes of 64 KiB
+    pieces = _pieces(3000, 300)
+    counters: Counter[str] = Counter()
+    reassembler = Reassembler(max_message=1000, counters=counters)
+    for piece in pieces:
+        assert reassembler.receive(piece, 0.0) is None
+        assert reassembler.held <= 1000
+    # each try of the message is dropped once its pieces pass 1000 octets
+    assert counters["reassembly.too_large"] == 2
+
+
+def test_partial_messages_together_stay_within_the_byte_budget() -> None:
+    messages = [_pieces(2000, 300, sequence=1000 * k) for k in range(10)]
+    counters: Counter[str] = Counter()
+    reassembler = Reassembler(max_message=4000, max_bytes=3000, counters=counters)
+    for k, pieces in enumerate(messages):
+        for piece in pieces[:-1]:  # none is complete yet
+            assert reassembler.receive(piece, k / 100) is None
+            assert reassembler.held <= 3000
+    assert counters["reassembly.over_budget"] >= 7  # the stalest made room
+    assert reassembler.receive(messages[-1][-1], 0.2) is not None  # the latest is whole
+    reassembler.expire(10.0)
+    assert reassembler.pending == 0 and reassembler.held == 0  # every octet accounted for
+
+
+def test_the_byte_budget_follows_the_largest_packet() -> None:
+    assert Reassembler().max_bytes == 1 << 20  # NDN's 8800 B packets: the 1 MiB floor
+    assert Reassembler(max_message=4 << 20).max_bytes == 32 << 20  # eight at their largest
