@@ -60,7 +60,10 @@ def installed_version() -> str:
 
 def _print_version(value: bool) -> None:
     if value:
+        from apps.compiled import compiled_status
+
         typer.echo(f"icn ({DISTRIBUTION}) {installed_version()}")
+        typer.echo(compiled_status().line())
         raise typer.Exit()
 
 

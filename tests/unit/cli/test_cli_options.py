@@ -8,7 +8,9 @@ legacy ``demo`` hidden but working, and ``icn key`` with explicit verbs.
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,7 +25,9 @@ from typer.testing import CliRunner
 
 from apps.cli import app
 from apps.cli.options import PANELS, DurationParser, parse_duration_option
+from apps.compiled import compiled_status
 from icn.security.keys import Identity
+from tests.interpreted import compiled_sources
 
 ROOT = Path(__file__).resolve().parents[3]
 WIDE = 400  # no line wrapping in help and error boxes, so a message is matched whole
@@ -172,9 +176,13 @@ def test_durations_with_units_and_their_errors() -> None:
     assert "--lifetime DURATION" in help_text and "[default: 4s]" in help_text
 
 
-def test_version_is_the_installed_distributions() -> None:
-    expected = f"icn (icn-net) {version('icn-net')}"
-    assert invoke("--version").output.strip() == expected
+def test_version_is_the_installed_distributions_and_says_it_runs_compiled() -> None:
+    # the suite runs the built tree: every module pyproject.toml lists is compiled and current
+    expected = [
+        f"icn (icn-net) {version('icn-net')}",
+        f"hot paths: {len(compiled_sources())} modules compiled (mypyc)",
+    ]
+    assert invoke("--version").output.strip().splitlines() == expected
     ran = subprocess.run(  # the entry point itself: no command looked at first
         [sys.executable, "-c", "from apps.cli import main; main()", "--version"],
         capture_output=True,
@@ -182,7 +190,21 @@ def test_version_is_the_installed_distributions() -> None:
         timeout=60,
         cwd=ROOT,
     )
-    assert ran.returncode == 0 and ran.stdout.strip() == expected, ran.stderr
+    assert ran.returncode == 0 and ran.stdout.strip().splitlines() == expected, ran.stderr
+
+
+def test_version_names_a_tree_without_a_build_or_with_a_stale_one(tmp_path: Path) -> None:
+    pkg = tmp_path / "icn"
+    pkg.mkdir()
+    (pkg / "tlv.py").write_text("")
+    assert compiled_status(tmp_path).line().startswith("hot paths: interpreted (no compiled")
+    built = pkg / ("tlv" + importlib.machinery.EXTENSION_SUFFIXES[0])
+    built.write_bytes(b"")
+    assert compiled_status(tmp_path).line() == "hot paths: 1 module compiled (mypyc)"
+    os.utime(built, (1, 1))  # built before the source was edited
+    line = compiled_status(tmp_path).line()
+    assert "0 modules compiled, 1 built before their source was edited (icn.tlv)" in line
+    assert "scripts/bootstrap.sh" in line
 
 
 def test_h_and_help_on_the_app_and_every_command_and_group() -> None:
