@@ -117,14 +117,22 @@ class Pushed:
 def udp_socket_state(port: int) -> tuple[int, int]:
     """(bytes queued, datagrams dropped) of the IPv4 UDP socket bound to ``port``."""
     want = f"{socket.htonl(0x7F000001):08X}:{port:04X}"
-    # The kernel writes /proc/net/udp a buffer at a time, finding its place again in the
-    # socket table at each read: sockets other tests open and close meanwhile can shift a line
-    # out of the listing (a suite run once lost the daemon's).  So: the table in one read, and
-    # a socket missing from three listings in a row is gone.
+    # The kernel writes /proc/net/udp a page at a time (one read returns at most about 4 KiB,
+    # some 30 sockets, however large the buffer: a suite run with many forwarders' sockets
+    # open lost the daemon's line past the first page), finding its place again in the socket
+    # table at each read: sockets other tests open and close meanwhile can shift a line out of
+    # the listing.  So: each listing read to its end, and a socket missing from three listings
+    # in a row is gone.
     for _ in range(3):
         fd = os.open("/proc/net/udp", os.O_RDONLY)
         try:
-            text = os.read(fd, 1 << 22).decode()
+            chunks = []
+            for _page in range(1 << 16):  # bounded: 65,536 pages is far more than any table
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            text = b"".join(chunks).decode()
         finally:
             os.close(fd)
         for line in text.splitlines():
@@ -132,6 +140,18 @@ def udp_socket_state(port: int) -> tuple[int, int]:
             if len(parts) > 12 and parts[1] == want:
                 return int(parts[4].split(":")[1], 16), int(parts[-1])
     raise AssertionError(f"no UDP socket on port {port} in /proc/net/udp (three listings)")
+
+
+def test_udp_socket_state_finds_sockets_past_the_first_page_of_the_listing() -> None:
+    # one read of /proc/net/udp returns about 30 sockets: a daemon's line past them was lost
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(100)]
+    try:
+        for sock in socks:
+            sock.bind((HOST, 0))
+        assert all(udp_socket_state(sock.getsockname()[1]) == (0, 0) for sock in socks)
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def wait_queue_below(port: int, limit: int) -> None:
