@@ -3,7 +3,7 @@
 Linux caps ``SO_SNDBUF``/``SO_RCVBUF`` at ``net.core.wmem_max``/``rmem_max`` (208 KiB on many
 systems); a process with CAP_NET_ADMIN (a forwarder usually runs as root) may pass the cap with
 the ``*FORCE`` options, anyone else gets what the cap allows.  The kernel reports twice the bytes
-it accounts, so a granted size is compared against twice the request.
+it accounts: a request of N granted whole reads back as 2N.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 # queue is charged to it).  Linux's default (net.core.wmem_default, 208 KiB) is a fifth of one
 # 1 MiB segment: moving each segment takes five wake-ups of the reader, and the writer, the
 # forwarder and the reader take turns instead of overlapping.  4 MiB holds a few segments
-# (bench/bulk.py: 495 -> 600-630 MB/s through one forwarder).
+# (bench/bulk.py, three runs each: 493-497 -> 564-621 MB/s through one forwarder).
 UNIX_SEND_BUFFER = 4 << 20
 
 
