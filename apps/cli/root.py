@@ -87,7 +87,7 @@ def _root(
             "--version",
             is_eager=True,
             callback=_print_version,
-            help="print the installed version and exit",
+            help="print the installed version, and whether the hot paths run compiled; then exit",
         ),
     ] = False,
 ) -> None:
