@@ -8,8 +8,11 @@ children inherit, so a test's CPU is the cgroup's ``usage_usec`` over the test, 
 outlive it counted in the tests after it on that worker.  Needs root and a writable cgroup v2
 mount (``/sys/fs/cgroup`` or ``/sys/fs/cgroup/unified``); elsewhere the option says why and
 the suite runs unmeasured.  The cgroup is removed at the end (emptied back into its parent).
+Give the file with ``=``: pytest-xdist's workers parse the command line before this plugin
+(loaded by tests/conftest.py) adds the option, and a separate value is taken for a path to
+test (the workers then fail on ``--cpu-report``).
 
-    .venv/bin/python -m pytest -n 4 --dist loadgroup --cpu-report /tmp/cpu.jsonl
+    .venv/bin/python -m pytest -n 4 --dist loadgroup --cpu-report=/tmp/cpu.jsonl
     .venv/bin/python -m tests.cpu_per_test /tmp/cpu.jsonl   # the summary again, by file
 """
 

@@ -137,3 +137,15 @@ def test_a_named_function_client_and_server_load_no_numpy() -> None:
     )
     assert "compute.rmi.local" in modules and "icn.dataplane.memfile" in modules
     assert _loaded(modules, ("numpy",)) == []
+
+
+def test_a_run_writes_its_timeline_without_the_web_server() -> None:
+    """Every ``icn scenario run`` writes ``timeline.json`` through the live page's module;
+    aiohttp (about 0.1-0.2 s of a launcher's CPU, 54 modules) is imported only to serve the
+    page (``--ui``, ``icn scenario view``)."""
+    modules = _modules(
+        "import json, sys\nimport apps.cli.scenario\nfrom apps.scenario.ui.server import timeline"
+        "\nprint(json.dumps(sorted(sys.modules)))"
+    )
+    assert "apps.scenario.ui.server" in modules
+    assert _loaded(modules, ("aiohttp",)) == []
