@@ -240,7 +240,7 @@ class AsfStrategy(Strategy):
         if decision is RetxDecision.JOINED:
             self.counters["fw.joined_pending"] += 1
             return
-        fib_entry = self.fib.longest_prefix_match(entry.name, entry.name_ends)
+        fib_entry = self.fib_entry(entry)
         if fib_entry is None:
             self._no_route(entry, ctx, decision)
             return
@@ -478,7 +478,7 @@ class AsfStrategy(Strategy):
         downstream still waits for it."""
         if not any(rec.expiry > now for rec in entry.in_records.values()):
             return None
-        fib_entry = self.fib.longest_prefix_match(entry.name, entry.name_ends)
+        fib_entry = self.fib_entry(entry)
         if fib_entry is None:
             return None
         out_records = entry.out_records

@@ -27,11 +27,13 @@ from mypy_extensions import mypyc_attr
 
 from icn.errors import ConfigError
 from icn.wire import tlv_types as T
+from icn.wire.name import component_ends
+from icn.wire.packet import hint_names
 
 if TYPE_CHECKING:
     from forwarder.face_api import FaceLike
     from forwarder.fw.forwarder_base import ForwarderBase
-    from forwarder.table.fib import NextHop
+    from forwarder.table.fib import FibEntry, NextHop
     from forwarder.table.pit import PitEntry
     from icn.wire.packet import DataView
 
@@ -171,9 +173,24 @@ class Strategy:
         entry.strategy_info[WATCHER] = self
 
     def nexthops(self, entry: PitEntry) -> Sequence[NextHop]:
-        """The FIB next hops for the entry's name, cheapest first (empty when there is no route)."""
-        fib_entry = self.fib.longest_prefix_match(entry.name, entry.name_ends)
+        """The FIB next hops for the entry, cheapest first (empty when there is no route)."""
+        fib_entry = self.fib_entry(entry)
         return _NO_NEXTHOPS if fib_entry is None else fib_entry.nexthops
+
+    def fib_entry(self, entry: PitEntry) -> FibEntry | None:
+        """The route for the entry: by its Interest's name, or, when the Interest carries a
+        ForwardingHint, by the first of the hint's names that has one (other than the default
+        route), as NFD's ``Strategy::lookupFib`` outside the producer's region.  A hint whose
+        names have no route falls back to the Interest's name.  A result's name says what it is
+        and a hint where to find it (``/cfn/obj/<digest>`` toward ``/cfn/node/<id>``), so the
+        name stays the same wherever the copy lives and any content store can answer it."""
+        hint = entry.hint
+        if hint is not None:
+            for name in hint_names(hint):
+                found = self.fib.longest_prefix_match(name, component_ends(name))
+                if found is not None and found.prefix and found.nexthops:
+                    return found
+        return self.fib.longest_prefix_match(entry.name, entry.name_ends)
 
     def send_interest(self, entry: PitEntry, face: FaceLike, ctx: InterestContext) -> None:
         self.fw.send_interest(entry, face, ctx)

@@ -86,6 +86,7 @@ class PitEntry:
         "can_be_prefix",
         "data_freshness",
         "expiry",
+        "hint",
         "in_records",
         "must_be_fresh",
         "name",
@@ -105,6 +106,10 @@ class PitEntry:
         self.can_be_prefix = interest.can_be_prefix
         self.must_be_fresh = interest.must_be_fresh
         self.wire = interest.wire
+        # The ForwardingHint's TLV-VALUE (None without one): the strategy looks the route up by
+        # its names rather than the Interest's (docs/design.md section 5, "Forwarding hints").
+        # The first Interest's hint is kept; those aggregated on it are forwarded with it.
+        self.hint: bytes | None = interest.forwarding_hint
         self.in_records: dict[int, InRecord] = {}
         self.out_records: dict[int, OutRecord] = {}
         self.expiry = math.inf

@@ -34,6 +34,7 @@ async def fetch_segments(
     max_size: int = 256 << 20,
     verify: Callable[[DataView], None] | None = None,
     validator: Validator | None = None,
+    forwarding_hint: list[bytes] | None = None,
 ) -> bytes:
     """Fetch and reassemble a segmented object (``<name>[/<version>]/seg=<i>``).
 
@@ -46,7 +47,8 @@ async def fetch_segments(
     DecodeError if the reply is not a segment or exceeds ``max_size``.  ``verify`` checks every
     segment as :meth:`express` does; ``validator`` validates each (the first with fetching of
     its signer's certificates, the others against the chain then known: see
-    :mod:`icn.dataplane.validating`), a refused one failing the fetch.
+    :mod:`icn.dataplane.validating`), a refused one failing the fetch.  ``forwarding_hint``
+    (names) goes with every Interest: where to look for an object whose name does not say.
     :func:`fetch_segments_buffer` returns the buffer the
     segments were written into, without this function's copy of it into ``bytes``.
     """
@@ -62,6 +64,7 @@ async def fetch_segments(
             max_size=max_size,
             verify=verify,
             validator=validator,
+            forwarding_hint=forwarding_hint,
         )
     )
 
@@ -78,6 +81,7 @@ async def fetch_segments_buffer(
     max_size: int = 256 << 20,
     verify: Callable[[DataView], None] | None = None,
     validator: Validator | None = None,
+    forwarding_hint: list[bytes] | None = None,
 ) -> bytearray:
     """:func:`fetch_segments`, the object returned in the one buffer each segment's content was
     copied into as it arrived (for large objects: one object-sized buffer, one copy of each
@@ -93,6 +97,7 @@ async def fetch_segments_buffer(
                 verify=verify,
                 can_be_prefix=True,
                 must_be_fresh=must_be_fresh,
+                forwarding_hint=forwarding_hint,
             )
             if validator is not None:
                 from icn.dataplane.validating import check_cached, validated
@@ -107,7 +112,9 @@ async def fetch_segments_buffer(
             final = segment_number(final_block_id(first))
             parts = Assembly(seg_prefix, max_size)
             parts.put(first_seg, content_view(first.wire), final)
-            return await _fetch_rest(ep, seg_prefix, parts, final, policy, verify)
+            return await _fetch_rest(
+                ep, seg_prefix, parts, final, policy, verify, forwarding_hint
+            )
     except TimeoutError:
         raise InterestTimeout(to_uri(value), 0, timeout) from None
 
@@ -220,6 +227,7 @@ async def _fetch_rest(
     final: int | None,
     policy: FetchPolicy,
     verify: Callable[[DataView], None] | None,
+    forwarding_hint: list[bytes] | None = None,
 ) -> bytearray:
     nxt = 0
     missing = 0 if final is None else sum(1 for i in range(final + 1) if i not in parts)
@@ -256,7 +264,13 @@ async def _fetch_rest(
             fetcher.finish()
 
     fetcher: Fetcher[int] = Fetcher(
-        ep, policy, lambda seg: prefix + segment(seg), next_key, on_data, verify=verify
+        ep,
+        policy,
+        lambda seg: prefix + segment(seg),
+        next_key,
+        on_data,
+        verify=verify,
+        interest=None if forwarding_hint is None else {"forwarding_hint": forwarding_hint},
     )
     if final is None or missing:
         await fetcher.run()

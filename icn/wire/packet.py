@@ -243,6 +243,26 @@ def _check_forwarding_hint(wire: bytes, off: int, end: int) -> None:
             raise DecodeError(f"unexpected element {typ} in ForwardingHint")
 
 
+def hint_names(value: bytes) -> list[bytes]:
+    """The Name TLV-VALUEs of a ForwardingHint's TLV-VALUE (:attr:`InterestView.forwarding_hint`,
+    already checked by :func:`parse_interest`), in the order given: its Names, or the Names of
+    its legacy Delegations in their order on the wire (NFD ignores their Preference too)."""
+    names: list[bytes] = []
+    off, end = 0, len(value)
+    while off < end:
+        typ, vstart, off = read_tl(value, off, end)
+        if typ == T.NAME:
+            names.append(value[vstart:off])
+        elif typ == _DELEGATION:
+            inner = vstart
+            while inner < off:
+                ityp, istart, inner = read_tl(value, inner, off)
+                if ityp == T.NAME:
+                    names.append(value[istart:inner])
+                    break
+    return names
+
+
 def _check_delegation(wire: bytes, off: int, end: int) -> None:
     while off < end:
         typ, vstart, off = read_tl(wire, off, end)
