@@ -87,6 +87,8 @@ Progress = Callable[[str, float, float], None]  # (state, elapsed s, eta s)
 MAX_NAMES_KEPT = 4096
 # servers that may take one call (a clone per replica): credentials built for at most this many
 MAX_SERVERS_PER_CALL = 8
+# a poll is sent once the result is due within this share of its lifetime (held there till then)
+POLL_HOLD_SHARE = 0.75
 
 
 def split_function(function: str) -> tuple[bytes, str]:
@@ -694,7 +696,7 @@ class Client:
             while True:
                 if progress is not None:
                     progress("running", loop.time() - started, eta)
-                await asyncio.sleep(min(max(eta, 0.0), self.max_poll_interval))
+                await asyncio.sleep(min(self._poll_wait(eta), self.max_poll_interval))
                 self.polls += 1
                 env = open_envelope(await self._fetch(name, function, verify), function)
                 if env["s"] == "pending":
@@ -708,6 +710,15 @@ class Client:
         except asyncio.CancelledError:
             self._cancel_on_server(name)
             raise
+
+    def _poll_wait(self, eta: float) -> float:
+        """Seconds to wait before polling a result due in ``eta``: the server holds a poll
+        that the result is due within (polls.py) and answers it at completion, so the poll
+        goes out once the estimate falls within most of its lifetime.  Waiting the whole
+        estimate instead added up to the estimate's error to every call: a task platform's
+        executor, learning one estimate over all its tasks, answered a 0.13 s call in 1.3 s
+        (an estimate learnt from queued calls)."""
+        return max(0.0, eta - POLL_HOLD_SHARE * self.lifetime_ms / 1000)
 
     def _cancel_once_answered(
         self,
