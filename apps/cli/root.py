@@ -277,6 +277,12 @@ def _add_rmi(cli: typer.Typer) -> None:
     rmi.register(cli)
 
 
+def _add_tasks(cli: typer.Typer) -> None:
+    from apps.cli import tasks
+
+    tasks.register(cli)
+
+
 def _add_trust(cli: typer.Typer) -> None:
     from apps.cli import trust
 
@@ -297,6 +303,7 @@ LAZY_COMMANDS: tuple[tuple[frozenset[str], Callable[[typer.Typer], None]], ...] 
     (frozenset({"pcap"}), _add_pcap),
     (frozenset({"key", "cert"}), _add_trust),
     (frozenset({"serve", "call"}), _add_rmi),
+    (frozenset({"tasks"}), _add_tasks),
     (frozenset({"scenario"}), _add_scenario),
     (frozenset({"flow"}), _add_flow),
 )

@@ -50,14 +50,14 @@ TALKS_TO_A_FORWARDER = {
     "status", "peek", "poke", "ping", "ping-server", "serve", "call", "flow run",
     "loadgen consume", "face list", "face create", "face destroy", "face shape", "face shaping",
     "route list", "route add", "route remove", "strategy list", "strategy set", "strategy show",
-    "strategy unset", "cs info", "cs erase", "cs config",
+    "strategy unset", "cs info", "cs erase", "cs config", "tasks executor", "tasks status",
 }  # fmt: skip
 PANEL_OF = {
     "fwd": "Daemon",
     **dict.fromkeys(("status", "face", "route", "strategy", "cs"), "Management"),
     **dict.fromkeys(("peek", "poke", "ping", "ping-server", "pcap", "loadgen"), "Tools"),
     **dict.fromkeys(("key", "cert"), "Identities"),
-    **dict.fromkeys(("serve", "call"), "Functions"),
+    **dict.fromkeys(("serve", "call", "tasks"), "Functions"),
     **dict.fromkeys(("scenario", "flow"), "Experiments"),
 }
 

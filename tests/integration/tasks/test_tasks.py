@@ -1,0 +1,86 @@
+"""Tasks on real executors: results by name, references passed on unfetched, placement by
+where the input is, clear errors naming the task, and results answered by the network for a
+second caller."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import compute.tasks as tasks
+from compute.tasks.runtime import Runtime
+from icn.errors import ConfigError
+from tests.integration.tasks import task_funcs as f
+from tests.integration.tasks.conftest import Cluster, driving
+
+
+async def test_a_reference_is_passed_on_by_name_and_its_result_read_once(two: Runtime) -> None:
+    inner = f.add.remote(1, 2)
+    outer = f.add.remote(inner, f.add.remote(3, 4))
+    assert await outer == 10
+    assert inner.name.startswith("/cfn/obj/") and await inner == 3
+    assert await tasks.get_async([f.square.remote(i) for i in range(5)]) == [0, 1, 4, 9, 16]
+    assert len(set(await tasks.get_async([f.where.remote() for _ in range(30)]))) == 2
+
+
+async def test_a_task_goes_where_its_largest_input_is(two: Runtime, cluster: Cluster) -> None:
+    """Placement by locality: the length of a 1 MiB blob is computed by the executor that
+    made the blob, so no byte of it crosses the network (each executor's counters say)."""
+    for _ in range(3):
+        data = f.blob.remote(1 << 20)
+        assert await f.length.remote(data) == 1 << 20
+    statuses = [await two.client.call(f"/cfn/node/{n}/status") for n in ("n1", "n2")]
+    fetched = sum(s["counters"].get("arg_bytes_fetched", 0) for s in statuses)
+    local = sum(s["counters"].get("arg_bytes_local", 0) for s in statuses)
+    assert fetched == 0 and local >= 3 << 20
+    assert two.placement.chosen_for_locality >= 3
+
+
+async def test_an_input_elsewhere_is_fetched_by_name_and_counted(cluster: Cluster) -> None:
+    """With the holder full of work, the task runs on the other executor, which fetches its
+    input by name with a hint toward the holder: the bytes moved are counted there."""
+    cluster.start_executor("n1")
+    async with driving(cluster) as runtime:
+        data = f.blob.remote(1 << 20)
+        await runtime.wait_async([data])
+        cluster.start_executor("n2")
+        await runtime.refresh()
+        runtime.placement.executors["n1"].passed_until = math.inf  # only n2 may take it
+        assert await f.length.remote(data) == 1 << 20
+        status = await runtime.client.call("/cfn/node/n2/status")
+        assert status["counters"]["arg_bytes_fetched"] >= 1 << 20
+
+
+async def test_errors_name_the_task(two: Runtime) -> None:
+    with pytest.raises(tasks.TaskError, match=r"task_funcs:fails: ValueError: no good: 3") as err:
+        await f.fails.remote(3)
+    assert err.value.remote_type == "ValueError" and "raise ValueError" in err.value.traceback
+    with pytest.raises(ConfigError, match=r"task_funcs:add: missing a required argument: 'b'"):
+        f.add.remote(1)
+    with pytest.raises(tasks.TaskError, match=r"task_funcs:add: .*cannot serialize"):
+        f.add.remote(object(), 1)
+    with pytest.raises(tasks.TaskError, match=r"task_funcs:add: .*TypeError"):
+        await f.add.remote("a", 1)  # the task itself raised: its exception, named
+
+
+async def test_a_second_caller_gets_results_from_the_network(
+    two: Runtime, cluster: Cluster
+) -> None:
+    """A deterministic call is named by its lineage: a second caller's overlapping job is
+    answered by the forwarder's content store for every call the first one made (10 of its 20),
+    and those tasks do not run again."""
+    first = [f.square.remote(i) for i in range(10)]
+    assert await tasks.get_async(first) == [i * i for i in range(10)]
+    other = await Runtime.connect(cluster.uri)
+    try:
+        refs = [other.submit(f.square.spec, (i,), {}) for i in range(20)]
+        values = [await other.get_async(r) for r in refs]
+    finally:
+        await other.close()
+    assert values == [i * i for i in range(20)]
+    share = other.counters["from_network"] / len(refs)
+    assert share >= 0.4, other.counters
+    assert sum(r.from_network for r in refs[:10]) == 10
+    for i in range(10):  # each ran once, for the first caller
+        assert len(cluster.runs_of(f"square{i}")) == 1
