@@ -202,3 +202,18 @@ async def test_repeated_pure_call_is_answered_by_a_content_store(line: Line) -> 
     # different arguments are a different name: computed once by the server
     assert await client.call("/svc/add", 2, 2) == 4
     assert funcs.RAN["add"] == 2
+
+
+async def test_a_poll_goes_out_while_the_server_can_hold_it(line: Line) -> None:
+    """A call estimated (learnt) at 1.2 s that takes 0.1: the caller's poll goes out at once,
+    is held by the server and answered at completion, not after the estimate.  Polling only
+    once the estimate had passed made every call as slow as its function's estimate (an
+    executor's reduce took 1.3 s instead of 0.15); the server says which it was: a poll held,
+    not one arriving after the result."""
+    server = await line.start_server()
+    client = line.client()
+    assert await client.call("/svc/slow", 1.2) == "slept 1.2"  # learnt: 1.2 s
+    held = server.counters["polls_held"]
+    assert await client.call("/svc/slow", 0.1) == "slept 0.1"
+    assert server.counters["thunked"] == 2
+    assert server.counters["polls_held"] == held + 1
