@@ -14,7 +14,7 @@ session is agreed):
 - ``status``: counters, running tasks, actors.
 
 Results are served by name under ``/cfn/obj`` (reached by forwarding hints; no route of their
-own), the load under ``/cfn/load/<id>`` (fresh for half a second, so a content store answers
+own), the load under ``/cfn/node/<id>/load`` (fresh for half a second, so a content store answers
 the callers in between).  The executor imports only the modules it was started with.
 """
 
@@ -127,7 +127,10 @@ class Executor:
 
     async def start(self) -> None:
         self._served.append(await self.ep.serve(OBJ.rstrip("/"), self._on_object, register=False))
-        self._served.append(await self.ep.serve(load_name(self.config.node_id), self._on_load))
+        # (under the executor's own prefix: the one route a node announces)
+        self._served.append(
+            await self.ep.serve(load_name(self.config.node_id), self._on_load, register=False)
+        )
         await self.server.start()
 
     async def close(self) -> None:
@@ -224,7 +227,7 @@ class Executor:
         if obj is not None:
             self.counters["arg_bytes_local"] += len(obj.content)
             return unpack(obj.content)
-        hint = [from_uri(node_prefix(h)) for h in holders if h != self.config.node_id]
+        hint = [from_uri(h) for h in holders if h != self.prefix]
         try:
             blob = await fetch_segments(
                 self.ep,
@@ -247,7 +250,15 @@ class Executor:
     async def _bind(self, blob: bytes, refs: list[list[Any]]) -> tuple[list[Any], dict[str, Any]]:
         args, kwargs = unpack(blob)
         if refs:
-            values = await asyncio.gather(*(self._argument(r[1], r[2]) for r in refs))
+            values = await asyncio.gather(
+                *(self._argument(r[1], r[2]) for r in refs), return_exceptions=True
+            )
+            lost = [str(v) for v in values if isinstance(v, ArgumentLost)]
+            if lost:  # every one of them, so that the caller rebuilds them all at once
+                raise ArgumentLost("; ".join(lost))
+            for v in values:
+                if isinstance(v, BaseException):
+                    raise v
             for ref, value in zip(refs, values, strict=True):
                 slot = ref[0]
                 if isinstance(slot, int):

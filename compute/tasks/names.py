@@ -1,7 +1,9 @@
 """The names of the task platform (docs/design.md section 11, "Tasks and actors").
 
-- ``/cfn/node/<id>``: an executor (an RMI server: ``run``, ``actor_new``, ``actor_call``).
-- ``/cfn/load/<id>``: its load advertisement, a small fresh Data any caller may read.
+- ``/cfn/node/<id>``: an executor (an RMI server: ``run``, ``actor_new``, ``actor_call``),
+  the one prefix a node announces; ``/cfn/node/<id>/load``: its load advertisement, a small
+  fresh Data any caller may read.
+- ``/cfn/driver/<id>``: a caller, serving the objects it put (never taken for an executor).
 - ``/cfn/obj/<digest>``: a task's result.  The name says what the object is, not where it is:
   an Interest for it carries a forwarding hint toward a node holding it, and any content store
   on the way answers it.  A deterministic task's result is named by its lineage (the task and
@@ -19,7 +21,7 @@ from icn.errors import ConfigError
 
 ROOT = "/cfn"
 NODE = f"{ROOT}/node/"
-LOAD = f"{ROOT}/load/"
+DRIVER = f"{ROOT}/driver/"
 OBJ = f"{ROOT}/obj/"
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -39,7 +41,11 @@ def node_prefix(node_id: str) -> str:
 
 
 def load_name(node_id: str) -> str:
-    return LOAD + node_id
+    return NODE + node_id + "/load"
+
+
+def driver_prefix(driver_id: str) -> str:
+    return DRIVER + driver_id
 
 
 def object_name(digest: str) -> str:

@@ -51,7 +51,8 @@ class TaskRef:
         self.spec = spec  # None for an object put by the driver, or an actor call's answer
         self.blob = blob  # the packed arguments, references left out (lineage)
         self.refs = refs  # (position or keyword, reference) of each reference argument
-        self.holders: list[str] = []  # executors (or this driver) known to hold a copy
+        # prefixes of the executors (or the driver) known to hold a copy: forwarding hints
+        self.holders: list[str] = []
         self.size = 0  # bytes of the packed result, once known
         self.from_network = False  # answered by a content store or a pending Interest
         self._done = False

@@ -45,6 +45,7 @@ from compute.tasks.declare import ActorSpec, TaskSpec
 from compute.tasks.errors import GetTimeout, NoExecutors, TaskError, TaskLost
 from compute.tasks.names import (
     NODE,
+    driver_prefix,
     fresh_digest,
     lineage_digest,
     load_name,
@@ -54,7 +55,7 @@ from compute.tasks.names import (
 )
 from compute.tasks.placement import Placement
 from compute.tasks.refs import ActorHandle, TaskRef
-from icn.dataplane.endpoint import Endpoint
+from icn.dataplane.endpoint import Endpoint, Served
 from icn.dataplane.handlers import Reply
 from icn.dataplane.mgmt_client import status
 from icn.dataplane.publish import SegmentedObject
@@ -67,7 +68,9 @@ from icn.wire.name import from_uri
 from icn.wire.packet import InterestView
 from icn.wire.serialize import pack, unpack
 
-REFRESH = 1.0  # seconds between looks at the executors and their loads
+REFRESH = 0.5  # seconds between looks at the executors and their loads
+LOAD_LIFETIME_MS = 500  # a load read unanswered this long counts as a silence
+SUSPECT_AFTER = 2  # silences in a row before an executor's calls run elsewhere
 PROBE_LIFETIME_MS = 500  # a result asked of the network before running it
 FETCH_TIMEOUT = 60.0  # seconds to fetch one result
 CALL_TIMEOUT = 7 * 24 * 3600.0  # a task may run long; a lost executor is noticed by its polls
@@ -76,6 +79,11 @@ ROOM_RECHECK = 0.5  # seconds a call in line waits before looking again by itsel
 ACTOR_WINDOW = 32  # calls of one actor in flight at once
 BUSY_PAUSE = 0.02  # seconds before a refused actor call is sent again
 _REMOTE = object()  # a settled reference whose value is held elsewhere
+
+
+def holder_nodes(ref: TaskRef) -> list[str]:
+    """The executors (ids) holding a copy of ``ref``'s result (a driver is not one)."""
+    return [n for h in ref.holders if (n := node_of(h)) is not None]
 
 
 def _drop(task: asyncio.Task[Any]) -> None:
@@ -100,6 +108,9 @@ class Runtime:
         self._refresher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._restarting: dict[str, asyncio.Future[None]] = {}
+        self._served: list[Served] = []
+        self._silent: Counter[str] = Counter()  # load reads unanswered in a row, per executor
+        self._gone: dict[str, asyncio.Future[None]] = {}  # set when an executor is suspected
 
     @classmethod
     async def connect(
@@ -113,26 +124,39 @@ class Runtime:
         program finds it), once at least one executor is known (waits up to ``wait`` seconds
         for one to register; NoExecutors after)."""
         ep = await Endpoint.connect(transport)
-        client = Client(ep, identity=identity, timeout=CALL_TIMEOUT)
-        runtime = cls(ep, client)
         try:
-            await ep.serve(node_prefix(runtime.driver_id), runtime._on_object)
-            await ep.serve("/cfn/obj", runtime._on_object, register=False)
-            await runtime._first_executors(wait)
+            return await cls.on(ep, identity=identity, wait=wait)
         except BaseException:
-            client.close()
+            ep.close()
             await ep.wait_closed()
             raise
+
+    @classmethod
+    async def on(
+        cls, ep: Endpoint, *, identity: Identity | None = None, wait: float = 10.0
+    ) -> Runtime:
+        """A runtime on an endpoint the caller made (a scenario's); see :meth:`connect`."""
+        client = Client(ep, identity=identity, timeout=CALL_TIMEOUT)
+        runtime = cls(ep, client)
+        runtime._served.append(await ep.serve(driver_prefix(runtime.driver_id), runtime._on_object))
+        runtime._served.append(await ep.serve("/cfn/obj", runtime._on_object, register=False))
+        await runtime._first_executors(wait)
         runtime._refresher = runtime.loop.create_task(runtime._refresh_forever())
         return runtime
 
-    async def close(self) -> None:
+    async def close(self, *, close_endpoint: bool = True) -> None:
+        """Stop following calls (results stay on the executors); close the connection too
+        unless it was the caller's (``close_endpoint=False``)."""
         if self._refresher is not None:
             self._refresher.cancel()
         for task in list(self._tasks):
             task.cancel()
-        self.client.close()
-        await self.ep.wait_closed()
+        for served in self._served:
+            with contextlib.suppress(IcnError):
+                await served.close()
+        if close_endpoint:
+            self.client.close()
+            await self.ep.wait_closed()
 
     # ---- executors -----------------------------------------------------------------------
 
@@ -154,24 +178,72 @@ class Runtime:
         """Look at the forwarder's routes for executors, and at each one's load."""
         fib = await status(self.ep, "fib/list")
         present = {n for e in fib if (n := node_of(str(e.get("name", "")))) is not None}
-        present.discard(self.driver_id)
         if not present:
             return
         for node in present:
             self.placement.know(node)
+        for node in set(self.placement.executors) - present:  # its route withdrawn
+            self._suspect(node)
         self.placement.forget_missing(present)
-        await asyncio.gather(*(self._read_load(n) for n in present), return_exceptions=True)
+        results = await asyncio.gather(
+            *(self._read_load(n) for n in present), return_exceptions=True
+        )
+        for node, result in zip(present, results, strict=True):
+            if isinstance(result, BaseException):
+                self._silent[node] += 1
+                if self._silent[node] >= SUSPECT_AFTER:
+                    self._suspect(node)
+            else:
+                self._silent[node] = 0
+                gone = self._gone.get(node)
+                if gone is not None and gone.done():  # back: later calls may go there
+                    del self._gone[node]
         for _ in range(len(self._in_line)):
             self._room_freed()
 
     async def _read_load(self, node: str) -> None:
         dv = await self.ep.express(
-            load_name(node), must_be_fresh=True, lifetime_ms=1000, timeout=1.5
+            load_name(node),
+            must_be_fresh=True,
+            lifetime_ms=LOAD_LIFETIME_MS,
+            timeout=LOAD_LIFETIME_MS / 1000 * 1.5,
         )
         info = unpack(data_content(dv))
         self.placement.report(
             node, int(info["l"]), float(info["c"]), int(info["m"]), time.monotonic()
         )
+
+    def _suspect(self, node: str) -> None:
+        """``node`` stopped answering its load (twice in a row) or lost its route: its calls
+        in flight run again elsewhere now, rather than when their polls expire.  An actor is
+        not moved on suspicion (two live copies of its state would diverge): only when one of
+        its calls fails."""
+        self.placement.lost(node, time.monotonic())
+        gone = self._gone.get(node)
+        if gone is not None and not gone.done():
+            gone.set_result(None)
+            self.counters["executors_suspected"] += 1
+
+    def _watch(self, node: str) -> asyncio.Future[None]:
+        gone = self._gone.get(node)
+        if gone is None:
+            gone = self._gone[node] = self.loop.create_future()
+        return gone
+
+    async def _invoke_at(self, node: str, function: str, args: tuple[Any, ...]) -> Any:
+        """A call of an executor's function, given up on (ServerUnavailable) as soon as the
+        executor is suspected of being gone."""
+        call = asyncio.ensure_future(self.client.invoke(node_prefix(node) + function, args))
+        gone = self._watch(node)
+        try:
+            await asyncio.wait({call, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            call.cancel()
+            raise
+        if call.done():
+            return call.result()
+        call.cancel()
+        raise ServerUnavailable(f"{node} stopped answering", function)
 
     async def _refresh_forever(self) -> None:
         while True:
@@ -308,15 +380,16 @@ class Runtime:
         retries = 0
         avoid: frozenset[str] = frozenset()
         while True:
-            inputs = [(arg.holders, arg.size) for _, arg in ref.refs]
+            inputs = [(holder_nodes(arg), arg.size) for _, arg in ref.refs]
             node = await self._choose(spec.num_cpus, spec.memory, inputs, avoid)
             state = self.placement.executors.get(node)
             slots = [[slot, arg.name, arg.holders, arg.size] for slot, arg in ref.refs]
             if state is not None:
                 state.inflight += 1
             try:
-                answer = await self.client.invoke(
-                    node_prefix(node) + "/run",
+                answer = await self._invoke_at(
+                    node,
+                    "/run",
                     (
                         spec.name,
                         ref.blob,
@@ -338,16 +411,16 @@ class Runtime:
                     avoid = avoid | {node}
                     continue
                 if exc.remote_type == "ArgumentLost":
+                    # (the executor names every argument it could not fetch)
                     lost = [arg for _, arg in ref.refs if arg.name in exc.message]
                     retries += 1
                     if retries > spec.max_retries or not lost:
-                        raise TaskLost(
-                            f"{spec.name}: an argument was lost: {exc.message}"
-                        ) from None
+                        raise TaskLost(f"{spec.name}: arguments lost: {exc.message}") from None
                     for arg in lost:
                         self.counters["arguments_rebuilt"] += 1
                         arg.reset()
                         self._start(arg)
+                    for arg in lost:
                         await self._ready(arg)
                     continue
                 raise TaskError(
@@ -373,7 +446,7 @@ class Runtime:
             if "t" in answer:
                 self.placement.ran(node, float(answer["t"]))
             self.counters["executed" if answer.get("x") else "reused_at_executor"] += 1
-            ref.holders = [node]
+            ref.holders = [node_prefix(node)]
             ref.size = int(answer.get("n", 0))
             inline = answer.get("v")
             ref.settle(_REMOTE if inline is None else unpack(inline))
@@ -432,7 +505,7 @@ class Runtime:
             raise GetTimeout(f"{ref.name}: not ready within {timeout} s") from None
 
     async def _fetch(self, ref: TaskRef) -> Any:
-        hint = [from_uri(node_prefix(h)) for h in ref.holders]
+        hint = [from_uri(h) for h in ref.holders]
         blob = await fetch_segments(
             self.ep,
             from_uri(ref.name),
@@ -484,7 +557,7 @@ class Runtime:
         fetches it by name, with a hint toward this driver) or read back with ``get``."""
         blob = pack(value)
         ref = TaskRef(self, object_name(fresh_digest()), None, b"", [])
-        ref.holders = [self.driver_id]
+        ref.holders = [driver_prefix(self.driver_id)]
         ref.size = len(blob)
         key = from_uri(ref.name)
         self._on_loop(self._keep, key, blob)

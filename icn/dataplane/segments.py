@@ -112,9 +112,7 @@ async def fetch_segments_buffer(
             final = segment_number(final_block_id(first))
             parts = Assembly(seg_prefix, max_size)
             parts.put(first_seg, content_view(first.wire), final)
-            return await _fetch_rest(
-                ep, seg_prefix, parts, final, policy, verify, forwarding_hint
-            )
+            return await _fetch_rest(ep, seg_prefix, parts, final, policy, verify, forwarding_hint)
     except TimeoutError:
         raise InterestTimeout(to_uri(value), 0, timeout) from None
 

@@ -28,7 +28,7 @@ async def test_a_task_whose_executor_is_killed_runs_again_elsewhere(
     runs = cluster.runs_of("slow7")
     assert len(runs) == 2 and runs[0] != runs[1]  # it ran twice, on two executors
     assert two.counters["reexecuted"] == 1
-    assert ref.holders and ref.holders[0] != victim
+    assert ref.holders and ref.holders[0] != f"/cfn/node/{victim}"
     assert await f.slow_square.remote(7, 1.0) == 49  # the same result, from where it lives
     assert len(cluster.runs_of("slow7")) == 2
 

@@ -84,3 +84,11 @@ async def test_a_second_caller_gets_results_from_the_network(
     assert sum(r.from_network for r in refs[:10]) == 10
     for i in range(10):  # each ran once, for the first caller
         assert len(cluster.runs_of(f"square{i}")) == 1
+
+
+async def test_an_object_put_by_the_caller_is_fetched_from_it_by_name(two: Runtime) -> None:
+    data = tasks.put(bytes(200_000))
+    assert data.holders == [f"/cfn/driver/{two.driver_id}"]
+    assert await f.length.remote(data) == 200_000
+    assert await data == bytes(200_000)  # read back here without the network
+    assert set(two.placement.executors) == {"n1", "n2"}  # a caller is never taken for one
