@@ -24,6 +24,7 @@ KEY_LINES = {
     "sum is 10 at every worker",
     "stream_graph.py": "stream graph /example/sensors done: 9 window means printed",
     "ddp_train.py": "ddp over icn ok: 2 ranks, 5 steps",
+    "tasks_mapreduce.py": "tasks ok: word count exact on 2 executors, pi within 0.01",
 }
 TORCH = needs(has_module("torch"), "ddp_train.py needs torch (pip install -e .[torch])")
 
@@ -51,6 +52,7 @@ def test_every_example_is_listed_here() -> None:
         "hello_function.py",
         "allreduce_local.py",
         "stream_graph.py",
+        "tasks_mapreduce.py",
         pytest.param("ddp_train.py", marks=TORCH),
     ],
 )
