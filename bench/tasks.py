@@ -3,7 +3,7 @@
 Ours: one ``icn fwd`` and two executors (``icn tasks executor --num-cpus 1``), the driver in
 this process (compute.tasks).  Ray: ``ray.init(num_cpus=2)`` (its defaults otherwise).  Dask:
 ``LocalCluster(n_workers=2, threads_per_worker=1)`` (processes, its defaults otherwise).  Each
-framework runs alone, after the one before has stopped.
+framework runs alone, after the one before has stopped (Dask, ours, then Ray).
 
 Patterns (Ray's own microbenchmark, python/ray/_private/ray_perf.py): one empty task at a time
 (submit, get); 1,000 empty tasks at once; an actor's empty method one call at a time and 1,000
@@ -210,6 +210,9 @@ def main(args: argparse.Namespace) -> None:
         f"word count: {args.mb:g} MB in {CHUNKS} chunks, {expected} words",
         flush=True,
     )
+    # Dask first and Ray last: a peer never runs while another's processes may still be
+    # ending (Ray's take a moment after ray.shutdown())
+    dask_plain, dask_secs, dask_total = run_dask(args)
     workdir = Path(tempfile.mkdtemp(prefix="icn-tasks-bench-"))
     try:
         ours, our_secs, our_total = run_ours(args, workdir)
@@ -217,7 +220,6 @@ def main(args: argparse.Namespace) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     assert sum(our_total.values()) == expected, "ours: wrong word count"
     ray_rates = run_ray(args)
-    dask_plain, dask_secs, dask_total = run_dask(args)
     assert dask_total == our_total, "dask and ours disagree"
     print(f"{'pattern':<20} {'ours /s':>10} {'ray /s':>10} {'ours/ray':>9}")
     for name, a, b in zip(PATTERNS, ours, ray_rates, strict=True):

@@ -75,6 +75,9 @@ async def connect(
 
 
 def current_runtime() -> Runtime:
+    """The runtime ``.remote(...)`` submits to: the one :func:`init` or :func:`connect` made,
+    else one made by :func:`init` with its defaults (its ``counters`` say what it did:
+    ``from_network``, ``reexecuted``, ``arguments_rebuilt``...)."""
     return current.current_runtime()
 
 
@@ -130,6 +133,7 @@ def get(refs: TaskRef | list[TaskRef], timeout: float | None = None) -> Any:
 
 
 async def get_async(refs: TaskRef | list[TaskRef], timeout: float | None = None) -> Any:
+    """:func:`get` inside the runtime's event loop (``await ref`` for one reference)."""
     runtime = current_runtime()
     if isinstance(refs, TaskRef):
         return await runtime.get_async(refs, timeout)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import secrets
 import threading
 import time
@@ -46,14 +47,14 @@ from compute.tasks.errors import GetTimeout, NoExecutors, TaskError, TaskLost
 from compute.tasks.names import (
     NODE,
     driver_prefix,
-    fresh_digest,
     lineage_digest,
     load_name,
     node_of,
     node_prefix,
     object_name,
+    wire_name,
 )
-from compute.tasks.placement import Placement
+from compute.tasks.placement import ExecutorState, Placement
 from compute.tasks.refs import ActorHandle, TaskRef
 from icn.dataplane.endpoint import Endpoint, Served
 from icn.dataplane.handlers import Reply
@@ -64,7 +65,6 @@ from icn.errors import EncodeError, IcnError, InterestNack, InterestTimeout
 from icn.security.keys import Identity
 from icn.wire import tlv_types as T
 from icn.wire.encode import Nacked
-from icn.wire.name import from_uri
 from icn.wire.packet import InterestView
 from icn.wire.serialize import pack, unpack
 
@@ -79,6 +79,9 @@ ROOM_RECHECK = 0.5  # seconds a call in line waits before looking again by itsel
 ACTOR_WINDOW = 32  # calls of one actor in flight at once
 BUSY_PAUSE = 0.02  # seconds before a refused actor call is sent again
 _REMOTE = object()  # a settled reference whose value is held elsewhere
+
+
+_NEVER = ExecutorState("")  # (an executor never heard of: not lost)
 
 
 def holder_nodes(ref: TaskRef) -> list[str]:
@@ -102,7 +105,8 @@ class Runtime:
         self.thread = threading.get_ident()
         self.placement = Placement()
         self.counters: Counter[str] = Counter()
-        self.driver_id = "d" + secrets.token_hex(6)
+        self.driver_id = "d" + secrets.token_hex(8)
+        self._serial = itertools.count(1)
         self._objects: dict[bytes, SegmentedObject] = {}  # put by this driver, served by name
         self._in_line: collections.deque[asyncio.Future[None]] = collections.deque()
         self._refresher: asyncio.Task[None] | None = None
@@ -110,7 +114,9 @@ class Runtime:
         self._restarting: dict[str, asyncio.Future[None]] = {}
         self._served: list[Served] = []
         self._silent: Counter[str] = Counter()  # load reads unanswered in a row, per executor
-        self._gone: dict[str, asyncio.Future[None]] = {}  # set when an executor is suspected
+        # calls in flight per executor, cancelled when it is suspected (then _given_up)
+        self._calls_at: dict[str, set[asyncio.Task[Any]]] = {}
+        self._given_up: set[asyncio.Task[Any]] = set()
 
     @classmethod
     async def connect(
@@ -195,9 +201,6 @@ class Runtime:
                     self._suspect(node)
             else:
                 self._silent[node] = 0
-                gone = self._gone.get(node)
-                if gone is not None and gone.done():  # back: later calls may go there
-                    del self._gone[node]
         for _ in range(len(self._in_line)):
             self._room_freed()
 
@@ -218,32 +221,31 @@ class Runtime:
         in flight run again elsewhere now, rather than when their polls expire.  An actor is
         not moved on suspicion (two live copies of its state would diverge): only when one of
         its calls fails."""
-        self.placement.lost(node, time.monotonic())
-        gone = self._gone.get(node)
-        if gone is not None and not gone.done():
-            gone.set_result(None)
+        if not self.placement.executors.get(node, _NEVER).lost:
             self.counters["executors_suspected"] += 1
-
-    def _watch(self, node: str) -> asyncio.Future[None]:
-        gone = self._gone.get(node)
-        if gone is None:
-            gone = self._gone[node] = self.loop.create_future()
-        return gone
+        self.placement.lost(node, time.monotonic())
+        for call in self._calls_at.pop(node, set()):
+            self._given_up.add(call)
+            call.cancel()
 
     async def _invoke_at(self, node: str, function: str, args: tuple[Any, ...]) -> Any:
         """A call of an executor's function, given up on (ServerUnavailable) as soon as the
-        executor is suspected of being gone."""
-        call = asyncio.ensure_future(self.client.invoke(node_prefix(node) + function, args))
-        gone = self._watch(node)
+        executor is suspected of being gone (:meth:`_suspect` cancels it)."""
+        call = self.loop.create_task(self.client.invoke(node_prefix(node) + function, args))
+        calls = self._calls_at.get(node)
+        if calls is None:
+            calls = self._calls_at[node] = set()
+        calls.add(call)
         try:
-            await asyncio.wait({call, gone}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
+            return await call
+        except asyncio.CancelledError:
+            if call in self._given_up:
+                raise ServerUnavailable(f"{node} stopped answering", function) from None
             call.cancel()
             raise
-        if call.done():
-            return call.result()
-        call.cancel()
-        raise ServerUnavailable(f"{node} stopped answering", function)
+        finally:
+            calls.discard(call)
+            self._given_up.discard(call)
 
     async def _refresh_forever(self) -> None:
         while True:
@@ -329,6 +331,11 @@ class Runtime:
                 "a whole argument, not inside a list or dict)",
             ) from None
 
+    def _fresh(self) -> str:
+        """A result name no other call makes: this driver's random id and a serial number (a
+        system random per call cost the driver 10 % of an empty task's CPU)."""
+        return f"{self.driver_id}x{next(self._serial):x}"
+
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = self.loop.create_task(coro)
         self._tasks.add(task)
@@ -348,7 +355,7 @@ class Runtime:
         if spec.deterministic:
             digest = lineage_digest(spec.name, blob, [r.name for _, r in refs])
         else:
-            digest = fresh_digest()
+            digest = self._fresh()
         ref = TaskRef(self, object_name(digest), spec, blob, refs)
         self.counters["submitted"] += 1
         self._on_loop(self._start, ref)
@@ -459,7 +466,7 @@ class Runtime:
         try:
             blob = await fetch_segments(
                 self.ep,
-                from_uri(ref.name),
+                wire_name(ref.name),
                 lifetime_ms=PROBE_LIFETIME_MS,
                 retries=0,
                 timeout=FETCH_TIMEOUT,
@@ -505,10 +512,10 @@ class Runtime:
             raise GetTimeout(f"{ref.name}: not ready within {timeout} s") from None
 
     async def _fetch(self, ref: TaskRef) -> Any:
-        hint = [from_uri(h) for h in ref.holders]
+        hint = [wire_name(h) for h in ref.holders]
         blob = await fetch_segments(
             self.ep,
-            from_uri(ref.name),
+            wire_name(ref.name),
             forwarding_hint=hint or None,
             retries=1,
             lifetime_ms=2000,
@@ -556,10 +563,10 @@ class Runtime:
         """Keep ``value`` here as named data; its reference may be passed to tasks (an executor
         fetches it by name, with a hint toward this driver) or read back with ``get``."""
         blob = pack(value)
-        ref = TaskRef(self, object_name(fresh_digest()), None, b"", [])
+        ref = TaskRef(self, object_name(self._fresh()), None, b"", [])
         ref.holders = [driver_prefix(self.driver_id)]
         ref.size = len(blob)
-        key = from_uri(ref.name)
+        key = wire_name(ref.name)
         self._on_loop(self._keep, key, blob)
         ref.settle(value)
         self.counters["put"] += 1
@@ -578,7 +585,7 @@ class Runtime:
 
     def free(self, refs: Iterable[TaskRef]) -> None:
         """Stop serving objects this driver put (their names answer no more from here)."""
-        keys = [from_uri(r.name) for r in refs]
+        keys = [wire_name(r.name) for r in refs]
         self._on_loop(lambda: [self._objects.pop(k, None) for k in keys])
 
     # ---- actors --------------------------------------------------------------------------
@@ -651,7 +658,7 @@ class Runtime:
         self, handle: ActorHandle, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> TaskRef:
         blob, refs = self._pack(f"{handle.spec.name}.{method}", args, kwargs)
-        ref = TaskRef(self, object_name(fresh_digest()), None, blob, refs)
+        ref = TaskRef(self, object_name(self._fresh()), None, blob, refs)
         handle.seq += 1
         seq = handle.seq
         self._on_loop(lambda: self._spawn(self._drive_call(handle, ref, method, seq)))

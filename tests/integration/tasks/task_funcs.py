@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -51,6 +52,12 @@ def length(data: bytes) -> int:
 @task
 def where() -> int:
     return os.getpid()
+
+
+@task
+def thread_name(seconds: float = 0.0) -> str:
+    time.sleep(seconds)
+    return threading.current_thread().name
 
 
 @task

@@ -92,3 +92,20 @@ async def test_an_object_put_by_the_caller_is_fetched_from_it_by_name(two: Runti
     assert await f.length.remote(data) == 200_000
     assert await data == bytes(200_000)  # read back here without the network
     assert set(two.placement.executors) == {"n1", "n2"}  # a caller is never taken for one
+
+
+async def test_a_quick_task_runs_on_the_executors_loop_a_slow_one_in_a_slot_thread(
+    cluster: Cluster,
+) -> None:
+    """A task that has taken under half a millisecond runs on the event loop (the hop to a
+    pool thread and back cost more than it); one that takes longer keeps to a thread, so the
+    executor goes on answering while it runs."""
+    cluster.start_executor("n1")
+    async with driving(cluster):
+        first = await f.thread_name.remote()
+        assert first.startswith("task")  # not yet learnt
+        later = [await f.thread_name.remote() for _ in range(5)]
+        assert later[-1] == "MainThread"
+        assert await f.thread_name.remote(0.01) == "MainThread"  # (learnt: quick)
+        slow = [await f.thread_name.remote(0.01) for _ in range(8)]
+        assert slow[-1].startswith("task")  # learnt again: slow
