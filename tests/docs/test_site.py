@@ -168,6 +168,7 @@ def test_counters_page_has_the_forwarder_counters_and_families(site: Path) -> No
         ("reference/api/rmi", "compute.rmi"),
         ("reference/api/collective", "compute.collective"),
         ("reference/api/stream", "compute.stream"),
+        ("reference/api/tasks", "compute.tasks"),
     ],
 )
 def test_api_page_documents_every_public_name(site: Path, page: str, module: str) -> None:
