@@ -153,6 +153,7 @@ class Executor:
             "l": self.in_progress,
             "c": self.config.num_cpus,
             "m": self._free_memory if self.config.memory else 0,
+            "M": self.config.memory,
         }
 
     def _on_load(self, iv: InterestView, reply: Reply) -> None:
@@ -303,6 +304,16 @@ class Executor:
             self.in_progress += 1
             self._ids += 1
             ident = self._ids
+            thread: asyncio.Future[Any] | None = None  # a task running in a pool thread
+
+            def release(_: object = None) -> None:
+                self.running.pop(ident, None)
+                self._give(num_cpus, memory)
+
+            def ended(_: object) -> None:
+                release()
+                self.in_progress -= 1
+
             try:
                 args, kwargs = await self._bind(blob, refs)
                 await self._take(num_cpus, memory)
@@ -314,17 +325,31 @@ class Executor:
                     began = time.perf_counter()
                     if asyncio.iscoroutinefunction(func):
                         value = await func(*args, **kwargs)
+                        took = time.perf_counter() - began
                     elif self._took.get(task, 1.0) < INLINE_TASK:
                         value = func(*args, **kwargs)  # quicker than the hop to a thread
+                        took = time.perf_counter() - began
                     else:
-                        value = await asyncio.get_running_loop().run_in_executor(
-                            self._pool, lambda: func(*args, **kwargs)
+                        thread = asyncio.get_running_loop().run_in_executor(
+                            self._pool, _timed, func, args, kwargs
                         )
-                    took = time.perf_counter() - began
+                        value, took = await asyncio.shield(thread)
                     self._time(task, took)
-                finally:
-                    self.running.pop(ident, None)
-                    self._give(num_cpus, memory)
+                except asyncio.CancelledError:
+                    if thread is not None and not thread.done():
+                        # a thread cannot be stopped: its slot and its load stay taken until
+                        # it ends, so that neither this executor nor its callers count on
+                        # the CPU it still uses (its result is dropped)
+                        self.counters["cancelled_running"] += 1
+                        thread.add_done_callback(ended)
+                        self.in_progress += 1  # (the finally below takes one off)
+                    else:
+                        release()
+                    raise
+                except BaseException:
+                    release()
+                    raise
+                release()
                 packed = pack(value)
                 self._keep(key, packed)
                 answer: dict[str, Any] = {
@@ -406,12 +431,13 @@ class Executor:
                             value = await bound(*args, **kwargs)
                         elif self._took.get(timing, 1.0) < INLINE_TASK:
                             value = bound(*args, **kwargs)  # quicker than the hop to its thread
+                            self._time(timing, time.perf_counter() - began)
                         else:
                             loop = asyncio.get_running_loop()
-                            value = await loop.run_in_executor(
-                                actor.pool, lambda: bound(*args, **kwargs)
+                            value, took = await loop.run_in_executor(
+                                actor.pool, _timed, bound, args, kwargs
                             )
-                        self._time(timing, time.perf_counter() - began)
+                            self._time(timing, took)
                     finally:
                         actor.seq = seq
                         actor.turn.notify_all()
@@ -465,6 +491,14 @@ class Executor:
                 "to plain values, give it __getstate__/__setstate__, or mark it "
                 "@actor(checkpoint=False)"
             ) from None
+
+
+def _timed(func: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, float]:
+    """``func(*args, **kwargs)`` in a pool thread, and the seconds it took there (the hop to
+    the thread and back left out, so a quick task is known as quick on a loaded machine)."""
+    began = time.perf_counter()
+    value = func(*args, **kwargs)
+    return value, time.perf_counter() - began
 
 
 async def run_executor(

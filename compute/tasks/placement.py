@@ -28,6 +28,7 @@ class ExecutorState:
     node: str
     slots: float = 1.0  # CPU slots (--num-cpus)
     memory: int = 0  # bytes free for tasks that ask for memory (0: not limited)
+    memory_total: int = 0  # bytes in all for such tasks (0: not limited)
     load: int = 0  # calls in progress there, as last reported
     inflight: int = 0  # calls this caller has sent there and not seen answered
     passed_until: float = 0.0
@@ -49,7 +50,16 @@ class ExecutorState:
         return self.queued() < max(1.0, self.slots) * ROOM_PER_SLOT
 
     def fits(self, num_cpus: float, memory: int) -> bool:
-        return self.slots >= num_cpus and (memory == 0 or self.memory == 0 or self.memory >= memory)
+        """Whether it can take the call now (its free memory)."""
+        return self.slots >= num_cpus and (
+            memory == 0 or self.memory_total == 0 or self.memory >= memory
+        )
+
+    def could_fit(self, num_cpus: float, memory: int) -> bool:
+        """Whether it could ever take the call (its whole memory)."""
+        return self.slots >= num_cpus and (
+            memory == 0 or self.memory_total == 0 or self.memory_total >= memory
+        )
 
 
 class Placement:
@@ -72,10 +82,14 @@ class Placement:
             if node not in present:
                 del self.executors[node]
 
-    def report(self, node: str, load: int, slots: float, memory: int, now: float) -> None:
-        """What an executor said of itself (in an answer or its advertisement)."""
+    def report(
+        self, node: str, load: int, slots: float, memory: int, now: float, memory_total: int = 0
+    ) -> None:
+        """What an executor said of itself (in an answer or its advertisement): calls in
+        progress, CPU slots, free and whole memory for tasks that ask for it (0: no limit)."""
         state = self.know(node)
         state.load, state.slots, state.memory = load, slots, memory
+        state.memory_total = memory_total
         if state.lost:
             state.lost = False
             state.passed_until = 0.0
@@ -92,6 +106,20 @@ class Placement:
         state = self.know(node)
         state.lost = True
         state.passed_until = now + LOST_BACKOFF
+
+    def infeasible(self, num_cpus: float, memory: int) -> str | None:
+        """Why no executor known could ever take a call needing ``num_cpus`` and ``memory``
+        (whatever their load), or None when one could."""
+        states = self.executors.values()
+        if not self.executors or any(s.could_fit(num_cpus, memory) for s in states):
+            return None
+        cpus = max(s.slots for s in states)
+        mem = max(s.memory_total for s in states)
+        return (
+            f"it needs {num_cpus:g} CPUs and {memory} bytes of memory; the executors have at "
+            f"most {cpus:g} CPUs and {mem} bytes (start one with more: icn tasks executor "
+            "--num-cpus N --memory-mb M)"
+        )
 
     def choose(
         self,

@@ -213,7 +213,12 @@ class Runtime:
         )
         info = unpack(data_content(dv))
         self.placement.report(
-            node, int(info["l"]), float(info["c"]), int(info["m"]), time.monotonic()
+            node,
+            int(info["l"]),
+            float(info["c"]),
+            int(info["m"]),
+            time.monotonic(),
+            int(info.get("M", 0)),
         )
 
     def _suspect(self, node: str) -> None:
@@ -260,10 +265,12 @@ class Runtime:
             float(answer.get("c", 1)),
             int(answer.get("m", 0)),
             time.monotonic(),
+            int(answer.get("M", 0)),
         )
 
     async def _choose(
         self,
+        what: str,
         cpus: float,
         memory: int,
         inputs: list[tuple[list[str], int]],
@@ -273,12 +280,13 @@ class Runtime:
         (first come, first placed) and is woken when a call ends or loads are read again."""
         deadline = self.loop.time() + MAX_WAITING_FOR_ROOM
         while True:
+            why = self.placement.infeasible(cpus, memory)
+            if why is not None:  # no load will ever change: fail now, not in an hour
+                raise TaskError(what, f"no executor can run it: {why}")
             if not self._in_line:
-                node = self.placement.choose(cpus, memory, inputs, time.monotonic(), avoid)
+                node = self._pick(cpus, memory, inputs, avoid)
                 if node is not None:
                     return node
-                if avoid and self.placement.choose(cpus, memory, inputs, time.monotonic()) is None:
-                    avoid = frozenset()  # (nothing else can take it: the avoided ones may, later)
             if self.loop.time() >= deadline:
                 raise NoExecutors(
                     f"no executor could take a call needing {cpus} CPUs and "
@@ -294,9 +302,21 @@ class Runtime:
             finally:
                 with contextlib.suppress(ValueError):
                     self._in_line.remove(turn)
-            node = self.placement.choose(cpus, memory, inputs, time.monotonic(), avoid)
+            node = self._pick(cpus, memory, inputs, avoid)
             if node is not None:
                 return node
+
+    def _pick(
+        self, cpus: float, memory: int, inputs: list[tuple[list[str], int]], avoid: frozenset[str]
+    ) -> str | None:
+        """The placement's choice, another executor than those that just failed or refused
+        this call when one can take it, else one of them once it can (a call needing what
+        only one executor has waited for ever when that one had refused it once)."""
+        now = time.monotonic()
+        node = self.placement.choose(cpus, memory, inputs, now, avoid)
+        if node is None and avoid:
+            node = self.placement.choose(cpus, memory, inputs, now)
+        return node
 
     def _room_freed(self) -> None:
         """A call ended (or loads were read): the first call in line looks again."""
@@ -388,7 +408,7 @@ class Runtime:
         avoid: frozenset[str] = frozenset()
         while True:
             inputs = [(holder_nodes(arg), arg.size) for _, arg in ref.refs]
-            node = await self._choose(spec.num_cpus, spec.memory, inputs, avoid)
+            node = await self._choose(spec.name, spec.num_cpus, spec.memory, inputs, avoid)
             state = self.placement.executors.get(node)
             slots = [[slot, arg.name, arg.holders, arg.size] for slot, arg in ref.refs]
             if state is not None:
@@ -614,7 +634,7 @@ class Runtime:
             spec = handle.spec
             tries = 0
             while True:
-                node = await self._choose(spec.num_cpus, spec.memory, [], avoid)
+                node = await self._choose(spec.name, spec.num_cpus, spec.memory, [], avoid)
                 slots = [[s, a.name, a.holders, a.size] for s, a in handle.refs]
                 try:
                     answer = await self.client.invoke(

@@ -4,15 +4,21 @@ second caller."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
+import subprocess
 
 import pytest
 
 import compute.tasks as tasks
+from apps.procs import icn_argv
+from compute.tasks.executor import LOAD_FRESHNESS_MS
 from compute.tasks.runtime import Runtime
 from icn.errors import ConfigError
 from tests.integration.tasks import task_funcs as f
-from tests.integration.tasks.conftest import Cluster, driving
+from tests.integration.tasks.conftest import MODULE, Cluster, driving
+from tests.waiting import wait_until
 
 
 async def test_a_reference_is_passed_on_by_name_and_its_result_read_once(two: Runtime) -> None:
@@ -109,3 +115,61 @@ async def test_a_quick_task_runs_on_the_executors_loop_a_slow_one_in_a_slot_thre
         assert await f.thread_name.remote(0.01) == "MainThread"  # (learnt: quick)
         slow = [await f.thread_name.remote(0.01) for _ in range(8)]
         assert slow[-1].startswith("task")  # learnt again: slow
+
+
+async def test_resource_requests_are_honoured_and_an_impossible_one_fails_at_once(
+    cluster: Cluster,
+) -> None:
+    small = cluster.start_executor("small", "--memory-mb", "64")
+    big = cluster.start_executor("big", "--memory-mb", "2048", "--num-cpus", "2")
+    async with driving(cluster) as runtime:
+        await wait_until(lambda: len(runtime.placement.executors) == 2, timeout=10)
+        pids = await tasks.get_async([f.needs_a_gib.remote() for _ in range(6)])
+        assert set(pids) == {big.pid}  # 1 GiB asked: only "big" has it
+        assert small.pid in set(await tasks.get_async([f.where.remote() for _ in range(20)]))
+        with pytest.raises(tasks.TaskError, match=r"no executor can run it: it needs 4 CPUs"):
+            await f.where.options(num_cpus=4).remote()
+
+
+async def test_a_cancelled_call_says_so_and_its_executor_counts_it_until_it_ends(
+    two: Runtime, cluster: Cluster
+) -> None:
+    """A task already running cannot be stopped (it is a thread): the caller gets "cancelled"
+    at once, and the executor keeps its slot and its load until the thread ends, so the next
+    call goes to the other executor rather than queueing behind it."""
+    slow = f.slow_square.remote(5, 3.0)
+    await wait_until(lambda: cluster.runs_of("slow5"), timeout=10)
+    tasks.cancel(slow)
+    with pytest.raises(tasks.TaskError, match="cancelled"):
+        await slow
+    [pid] = cluster.runs_of("slow5")
+    busy = next(n for n, c in cluster.executors.items() if c.pid == pid)
+    for _ in range(100):  # (the cancel reaches the executor in a moment, after the caller)
+        status = await two.client.call(f"/cfn/node/{busy}/status")
+        if status["counters"].get("cancelled_running"):
+            break
+        await asyncio.sleep(0.02)
+    assert status["in_progress"] == 1 and status["counters"]["cancelled_running"] == 1
+    # its load as the runtime reads it, once the content store's copy (fresh for
+    # LOAD_FRESHNESS_MS, read before the task began) has gone stale
+    await asyncio.sleep(LOAD_FRESHNESS_MS / 1000 + 0.05)
+    await two.refresh()
+    other = f.add.remote(1, 1)
+    assert await other == 2 and other.holders != [f"/cfn/node/{busy}"]
+
+
+def test_icn_tasks_status_lists_the_executors(cluster: Cluster) -> None:
+    cluster.start_executor("n1", "--num-cpus", "2")
+    proc = subprocess.run(
+        [*icn_argv("tasks", "status", "--json", "--transport", cluster.uri)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (n1,) = json.loads(proc.stdout)
+    assert n1["node"] == "n1" and n1["num_cpus"] == 2 and n1["modules"] == [MODULE]
+    text = subprocess.run(
+        [*icn_argv("tasks", "status", "--transport", cluster.uri)],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert text.splitlines()[0].split()[:3] == ["executor", "cpus", "load"]
+    assert text.splitlines()[1].split()[:2] == ["n1", "2"]

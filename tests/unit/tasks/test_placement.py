@@ -50,11 +50,18 @@ def test_full_and_lost_executors_are_passed_over_for_a_while() -> None:
 
 def test_cpus_and_memory_are_honoured() -> None:
     p = Placement()
-    p.report("small", load=0, slots=1, memory=1 << 30, now=0.0)
-    p.report("big", load=5, slots=8, memory=64 << 30, now=0.0)
+    p.report("small", load=0, slots=1, memory=1 << 30, now=0.0, memory_total=1 << 30)
+    p.report("big", load=5, slots=8, memory=64 << 30, now=0.0, memory_total=64 << 30)
     assert p.choose(4, 0, [], now=0.0) == "big"
     assert p.choose(1, 8 << 30, [], now=0.0) == "big"
     assert p.choose(16, 0, [], now=0.0) is None
+    assert p.infeasible(16, 0) is not None and "at most 8 CPUs" in str(p.infeasible(16, 0))
+    assert p.infeasible(1, 128 << 30) is not None
+    p.report("big", load=5, slots=8, memory=0, now=0.0, memory_total=64 << 30)  # all in use
+    assert p.choose(1, 8 << 30, [], now=0.0) is None  # for now
+    assert p.infeasible(1, 8 << 30) is None  # not for ever
+    p.report("any", load=0, slots=8, memory=0, now=0.0)  # no memory limit: takes anything
+    assert p.infeasible(1, 128 << 30) is None
 
 
 def test_a_window_of_calls_per_executor_deeper_for_short_tasks() -> None:
