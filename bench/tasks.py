@@ -159,6 +159,9 @@ def run_ours(args: argparse.Namespace, workdir: Path) -> tuple[list[float], floa
 
 
 def run_ray(args: argparse.Namespace) -> list[float]:
+    # Ray's token authentication (its default for a local cluster) writes ~/.ray/auth_token,
+    # which later `ray start`s pick up; the cluster lives and dies inside this run, so none
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
     ray.init(

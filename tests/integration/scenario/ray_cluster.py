@@ -130,6 +130,10 @@ class RayCluster:
             "RAY_USAGE_STATS_ENABLED": "0",
             # Ray's own log lines stay in its temp dir, not on the test's output
             "RAY_LOG_TO_STDERR": "0",
+            # the cluster is the test's own, within its namespaces: no tokens.  A token file
+            # another program left in ~/.ray (ray.init writes one) made `ray start` fail with
+            # "Authentication token is missing or incorrect" on every node
+            "RAY_AUTH_MODE": "disabled",
         }
 
     def exec_argv(self, node: RayNode, argv: list[str]) -> list[str]:
