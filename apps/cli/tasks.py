@@ -49,6 +49,13 @@ def executor(
         Path | None,
         typer.Option("--key", help="Ed25519 identity file signing its answers", show_default=False),
     ] = None,
+    authorize: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="who may run tasks here: a caller's key fingerprint (repeatable), or one of "
+            "anyone, nobody, file:PATH (authorized keys); default anyone"
+        ),
+    ] = None,
     transport: TransportOpt = None,
 ) -> None:
     """Run an executor until SIGINT/SIGTERM.
@@ -70,7 +77,20 @@ def executor(
         fail(str(exc), EXIT_USAGE)
     except ImportError as exc:
         fail(f"--module: cannot import {exc.name or exc}: {exc}", EXIT_USAGE)
+    policy: str | list[str] = "anyone"
+    if authorize:
+        keyword = authorize[0] in ("anyone", "nobody") or authorize[0].startswith("file:")
+        if keyword and len(authorize) > 1:
+            fail(f"--authorize {authorize[0]} stands alone: give it once", EXIT_USAGE)
+        policy = authorize[0] if keyword else list(authorize)
+    try:
+        from compute.rmi.policy import resolve_policy
+
+        resolve_policy(policy)
+    except ConfigError as exc:
+        fail(f"--authorize: {exc}", EXIT_USAGE)
     config = ExecutorConfig(
+        authorize=policy,
         node_id=node_id,
         modules=frozenset(module),
         num_cpus=num_cpus,

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compute.rmi.functions import FunctionSpec, function, spec_of
+from compute.rmi.policy import PolicySpec
 from compute.rmi.server import RmiServer, ServerConfig
 from compute.rmi.store import BoundedStore
 from compute.tasks.declare import ActorClass, RemoteFunction, resolve
@@ -88,6 +89,9 @@ class ExecutorConfig:
     memory: int = 0  # bytes for tasks that ask for memory (0: not limited)
     store_bytes: int = 1 << 30  # results kept, oldest dropped first beyond this
     max_calls: int = 512  # calls in progress before new ones are Nacked (RMI's max_jobs)
+    # who may run tasks and actors here (compute.rmi.policy): checked before any argument is
+    # fetched or any work starts; "anyone" suits one machine, not a shared network
+    authorize: PolicySpec = "anyone"
 
 
 class Executor:
@@ -469,7 +473,10 @@ class Executor:
 
         specs: dict[str, FunctionSpec] = {}
         for f in (run, actor_new, actor_call, status):
-            spec = spec_of(function(f))
+            # (status, counters only, answers anyone: `icn tasks status` signs with a key of
+            # its own)
+            policy = "anyone" if f is status else self.config.authorize
+            spec = spec_of(function(authorize=policy)(f))
             assert spec is not None
             specs[spec.name] = spec
         return specs

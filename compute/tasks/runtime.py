@@ -660,6 +660,8 @@ class Runtime:
                     raise TaskError(
                         spec.name, exc.message, exc.remote_type, exc.remote_traceback
                     ) from None
+                except RmiError as exc:  # refused (unauthorized, unknown...): not retried
+                    raise TaskError(spec.name, str(exc)) from None
                 self._report(node, answer)
                 handle.node = node
                 if not handle.ready.done():
