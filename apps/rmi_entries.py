@@ -55,7 +55,6 @@ async def server(ctx: ServiceContext) -> None:
         from compute.rmi.metrics import register_rmi_metrics
 
         register_rmi_metrics(rmi, ctx.metrics_registry)
-    every = parse_duration(ctx.args.get("metrics_every", "0.5s"))
 
     def report() -> None:
         c = rmi.counters
@@ -63,18 +62,11 @@ async def server(ctx: ServiceContext) -> None:
         ctx.metric("overloaded", c["overloaded"])
         ctx.metric("cancelled_clone", c["cancelled_clone"])
 
-    async def reporting() -> None:
-        while True:
-            report()
-            await asyncio.sleep(every)
-
-    reporter = asyncio.ensure_future(reporting())
-    ctx.ready()
     try:
-        await ep.wait_closed()
+        async with ctx.reporting(report):
+            ctx.ready()
+            await ep.wait_closed()
     finally:
-        reporter.cancel()
-        report()
         await rmi.close()
         ctx.log(f"counters {dict(rmi.counters)}")
 

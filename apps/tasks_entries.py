@@ -5,6 +5,7 @@ workload: MapReduce word counts, each checked exactly)."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 
 from apps.scenario.entry import ServiceContext, WorkloadContext
@@ -12,7 +13,6 @@ from apps.workloads import _arg
 from compute.tasks import TaskError, TaskLost, current
 from compute.tasks.executor import Executor, ExecutorConfig
 from compute.tasks.runtime import Runtime
-from icn.units import parse_duration
 
 
 async def executor(ctx: ServiceContext) -> None:
@@ -23,6 +23,16 @@ async def executor(ctx: ServiceContext) -> None:
     modules = ctx.args.get("modules", ["apps.demos.wordcount_tasks"])
     if isinstance(modules, str):
         modules = [modules]
+    if not isinstance(modules, list) or not modules:
+        raise SystemExit(f"args.modules: expected a module name or a list of them, got {modules!r}")
+    for module in modules:  # a typo fails the run's start, not each task later
+        try:
+            importlib.import_module(str(module))
+        except ImportError as exc:
+            raise SystemExit(
+                f"args.modules: cannot import {module!r} ({exc}); name a module on the "
+                "scenario's PYTHONPATH, e.g. apps.demos.wordcount_tasks"
+            ) from None
     config = ExecutorConfig(
         node_id=str(ctx.args.get("id", ctx.node)),
         modules=frozenset(str(m) for m in modules),
@@ -31,24 +41,16 @@ async def executor(ctx: ServiceContext) -> None:
     ep = await ctx.endpoint()
     ex = Executor(ep, config)
     await ex.start()
-    every = parse_duration(ctx.args.get("metrics_every", "0.5s"))
 
     def report() -> None:
         ctx.metric("tasks_run", ex.counters["tasks_run"])
         ctx.metric("in_progress", ex.in_progress)
 
-    async def reporting() -> None:
-        while True:
-            report()
-            await asyncio.sleep(every)
-
-    reporter = asyncio.ensure_future(reporting())
-    ctx.ready()
     try:
-        await ep.wait_closed()
+        async with ctx.reporting(report):
+            ctx.ready()
+            await ep.wait_closed()
     finally:
-        reporter.cancel()
-        report()
         await ex.close()
         ctx.log(f"counters {dict(ex.counters)}")
 

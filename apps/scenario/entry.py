@@ -22,7 +22,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -169,6 +169,27 @@ class ServiceContext:
         if not math.isfinite(v):
             raise ValueError(f"metric {name}: {value!r} is not a finite number")
         self._write({"t": time.time(), "metric": name, "value": v})
+
+    @contextlib.asynccontextmanager
+    async def reporting(self, report: Callable[[], None]) -> AsyncIterator[None]:
+        """Call ``report()`` (which reports :meth:`metric` values) now and every
+        ``args.metrics_every`` (default 0.5s) while the block runs, and once more at its end,
+        so the last values are in the results however the block ends."""
+        from icn.units import parse_duration
+
+        every = parse_duration(self.args.get("metrics_every", "0.5s"))
+
+        async def again() -> None:
+            while True:
+                report()
+                await asyncio.sleep(every)
+
+        task = asyncio.ensure_future(again())
+        try:
+            yield
+        finally:
+            task.cancel()
+            report()
 
     def check(self, name: str, held: bool, outcome: str, detail: str | None = None) -> None:
         """One check of the invariant ``name`` (``exactly_once``...): ``held`` or violated,
