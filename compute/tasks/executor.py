@@ -418,11 +418,19 @@ class Executor:
                 if old is not None:
                     return old
                 raise ActorLost(f"actor {actor_id}: call {seq} is older than the ones kept")
-            args, kwargs = await self._bind(blob, refs)
+            try:
+                args, kwargs = await self._bind(blob, refs)
+                unbound: Exception | None = None
+            except Exception as exc:  # its turn must still pass, or every later call waits
+                unbound = exc
             self.in_progress += 1
             try:
                 async with actor.turn:
                     await actor.turn.wait_for(lambda: actor.seq == seq - 1)
+                    if unbound is not None:
+                        actor.seq = seq
+                        actor.turn.notify_all()
+                        raise unbound
                     bound = getattr(actor.obj, method, None)
                     if method.startswith("_") or bound is None or not callable(bound):
                         actor.seq = seq

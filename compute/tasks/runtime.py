@@ -689,11 +689,14 @@ class Runtime:
     async def _drive_call(self, handle: ActorHandle, ref: TaskRef, method: str, seq: int) -> None:
         what = f"{handle.spec.name}.{method}"
         try:
-            for _, arg in ref.refs:
-                await self._ready(arg)
-            slots = [[s, a.name, a.holders, a.size] for s, a in ref.refs]
             assert handle.window is not None
+            # the window is taken in the calls' order before their arguments are waited for:
+            # taken after, a call waiting for an argument could find it filled by later calls,
+            # which its actor runs only after it
             async with handle.window:
+                for _, arg in ref.refs:
+                    await self._ready(arg)
+                slots = [[s, a.name, a.holders, a.size] for s, a in ref.refs]
                 answer = await self._actor_call(handle, method, ref, slots, seq)
             self._report(handle.node or "", answer)
             state = answer.get("s")

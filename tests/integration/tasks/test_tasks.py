@@ -173,3 +173,17 @@ def test_icn_tasks_status_lists_the_executors(cluster: Cluster) -> None:
     ).stdout  # fmt: skip
     assert text.splitlines()[0].split()[:3] == ["executor", "cpus", "load"]
     assert text.splitlines()[1].split()[:2] == ["n1", "2"]
+
+
+async def test_an_actor_call_whose_argument_failed_does_not_hold_up_the_next(
+    two: Runtime,
+) -> None:
+    """Calls run in their order: a call whose argument's task failed fails (named), and its
+    turn passes, so the calls after it run (they waited for it at the executor before)."""
+    tally = f.Tally.remote(0)
+    bad = f.fails.remote(1)
+    first = tally.add.remote(bad)
+    later = [tally.add.remote(1) for _ in range(40)]  # more than the window of 32
+    with pytest.raises(tasks.TaskError, match=r"task_funcs:Tally\.add"):
+        await first
+    assert await asyncio.wait_for(tasks.get_async(later), 30) == list(range(1, 41))
