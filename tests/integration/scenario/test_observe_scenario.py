@@ -66,7 +66,9 @@ workloads:
     node: a
     entry: apps.workloads:consumer
     start: 0.5s
-    duration: 2s
+    # as long as the consumer: the test scrapes every process's /metrics once all nine are
+    # listed, which a loaded machine once reached after this one (then 2 s) had ended
+    duration: 3.5s
     args: {prefix: /obs/data/late, rate: 20, lifetime: 10ms, retries: 0}  # none cached
 """
 
